@@ -1,0 +1,48 @@
+# measuredb: `make run` starts the platform, `make test` runs the whole suite.
+# Needs only Python >= 3.11 and make; everything else is installed into .venv.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test test-fast schema bench lint fmt lock clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "measuredb needs Python >= 3.11 (set PYTHON=python3.x)")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+install: $(STAMP) ## create .venv and install the pinned dependencies
+
+run: $(STAMP) ## start PostgreSQL (embedded unless DATABASE_URL), schema, collector and API
+	$(BIN)/measuredb run
+
+test: $(STAMP) ## the whole test suite against a real PostgreSQL (embedded unless DATABASE_URL)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+test-fast: $(STAMP) ## the tests that need no database
+	$(BIN)/python -m pytest -q -m "not db"
+
+schema: $(STAMP) ## apply schema/ to the database
+	$(BIN)/measuredb schema apply
+
+bench: $(STAMP) ## run the benchmarks and append the figures to bench/RESULTS.md
+	$(BIN)/python bench/run.py
+
+lint: $(STAMP) ## static checks
+	$(BIN)/python -m ruff check api collector tests bench
+	$(BIN)/python -m json.tool dashboards/*.json > /dev/null 2>&1 || true
+
+lock: ## re-pin requirements.lock from the current .venv
+	{ echo "# Exact pins of every dependency (make lock regenerates it from .venv)."; $(BIN)/python -m pip freeze --all --exclude-editable | grep -vE "^(measuredb|pip)=="; } > requirements.lock
+
+clean: ## remove .venv (keeps the data in .data)
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,27 @@
+"""Typed settings of the REST API (prefix MEASUREDB_API_, plus DATABASE_URL)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from collector.config import DatabaseSettings
+
+
+class ApiSettings(DatabaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MEASUREDB_API_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=8000, ge=1, le=65535)
+    db_role: str = Field(
+        default="measure_api",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="role every API session runs as (SET ROLE); empty the login role's own",
+    )
+    pool_size: int = Field(default=10, ge=1, le=200)
+    require_token_for_reads: bool = Field(default=False)
+    cors_origins: list[str] = Field(default_factory=list, description="closed by default")
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024)
+    heartbeat_stale_seconds: float = Field(default=60.0, gt=0)

@@ -1,0 +1,3 @@
+from collector.cli import app
+
+app(prog_name="measuredb")

@@ -1,0 +1,355 @@
+"""The MEASURE counter catalogue: entity types and their counters, loaded from CSV.
+
+``schema/catalog/entities.csv`` and ``schema/catalog/counters.csv`` are the single source of
+truth; this module loads and validates them and offers lookups::
+
+    cat = load_catalog()
+    cpu = cat.entity("CPU")              # also "cpu", "DISK" (synonym of DISC), or 1
+    cpu.counter("CPU-BUSY-TIME")         # also "cpu_busy_time", any case
+    cpu.index("cpu_qtime")               # position in the record layout (0-based)
+    cpu.kinds                            # np.int8 array of KIND_* codes, record order
+
+Row order of counters within an entity is the record layout (``CounterDef.position``).
+Names: ``measure_name`` is the verbatim legacy MEASURE name; ``name`` is its mechanical
+snake case (:func:`snake`).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "KINDS",
+    "KIND_INCREMENTING",
+    "KIND_ACCUMULATING",
+    "KIND_BUSY",
+    "KIND_QUEUE",
+    "KIND_QBUSY",
+    "KIND_RESPONSE",
+    "KIND_SNAPSHOT",
+    "KIND_MAXQ",
+    "KIND_MAXVALUE",
+    "KIND_CODES",
+    "UNITS",
+    "CATALOG_DIR",
+    "CatalogError",
+    "UnknownCounter",
+    "UnknownEntityType",
+    "CounterDef",
+    "EntityDef",
+    "Catalog",
+    "snake",
+    "load_catalog",
+]
+
+# Kind codes: index into KINDS. Stable; vectorised code may rely on them.
+KINDS: tuple[str, ...] = (
+    "incrementing",
+    "accumulating",
+    "busy",
+    "queue",
+    "qbusy",
+    "response",
+    "snapshot",
+    "maxq",
+    "maxvalue",
+)
+(
+    KIND_INCREMENTING,
+    KIND_ACCUMULATING,
+    KIND_BUSY,
+    KIND_QUEUE,
+    KIND_QBUSY,
+    KIND_RESPONSE,
+    KIND_SNAPSHOT,
+    KIND_MAXQ,
+    KIND_MAXVALUE,
+) = range(len(KINDS))
+KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
+
+UNITS: tuple[str, ...] = ("us", "events", "bytes", "pages", "blocks", "length", "samples")
+
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "schema" / "catalog"
+
+ENTITY_COLUMNS = ("type_code", "entity", "measure_name", "id_fields", "synonyms", "help")
+COUNTER_COLUMNS = ("entity", "counter", "measure_name", "kind", "unit", "max_of", "help")
+
+
+class CatalogError(ValueError):
+    """The catalogue CSV files are malformed (message names file, line and field)."""
+
+
+class UnknownCounter(KeyError):
+    """A counter name is not in the entity's catalogue."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownEntityType(KeyError):
+    """An entity type name or code is not in the catalogue."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def snake(measure_name: str) -> str:
+    """Mechanical transform of a MEASURE name: ``CPU-BUSY-TIME`` -> ``cpu_busy_time``."""
+    return measure_name.strip().lower().replace("-", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class CounterDef:
+    entity: str
+    name: str
+    measure_name: str
+    kind: str
+    unit: str
+    max_of: str | None
+    help: str
+    position: int
+
+    @property
+    def kind_code(self) -> int:
+        return KIND_CODES[self.kind]
+
+
+@dataclass(frozen=True)
+class EntityDef:
+    code: int
+    name: str
+    measure_name: str
+    id_fields: tuple[str, ...]
+    synonyms: tuple[str, ...]
+    help: str
+    counters: tuple[CounterDef, ...]
+    _by_name: dict[str, CounterDef] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.clear()
+        for c in self.counters:
+            self._by_name[c.name] = c
+
+    def counter(self, name_or_measure_name: str) -> CounterDef:
+        """Look a counter up by snake or MEASURE name, case-insensitively."""
+        key = snake(str(name_or_measure_name))
+        try:
+            return self._by_name[key]
+        except KeyError:
+            close = difflib.get_close_matches(key, list(self._by_name), n=4, cutoff=0.6)
+            hint = (
+                "; did you mean " + ", ".join(self._by_name[c].measure_name for c in close) + "?"
+                if close
+                else f"; known counters: {', '.join(c.measure_name for c in self.counters)}"
+            )
+            raise UnknownCounter(
+                f"unknown counter {name_or_measure_name!r} for entity {self.measure_name}{hint}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and snake(name) in self._by_name
+
+    def index(self, name: str) -> int:
+        """Position of the counter in the record layout (0-based)."""
+        return self.counter(name).position
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.counters)
+
+    @property
+    def measure_names(self) -> tuple[str, ...]:
+        return tuple(c.measure_name for c in self.counters)
+
+    @property
+    def kinds(self) -> np.ndarray:
+        """Kind codes (``KIND_*``) in record order, as a read-only ``np.int8`` array."""
+        arr = np.array([c.kind_code for c in self.counters], dtype=np.int8)
+        arr.flags.writeable = False
+        return arr
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entities: dict[str, EntityDef]  # by snake name, in type-code order
+
+    def entity(self, x: str | int) -> EntityDef:
+        """Look an entity type up by name (any case), synonym (``DISK``) or type code."""
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            for e in self.entities.values():
+                if e.code == int(x):
+                    return e
+        elif isinstance(x, str):
+            key = x.strip().lower()
+            if key in self.entities:
+                return self.entities[key]
+            for e in self.entities.values():
+                if key in (s.lower() for s in e.synonyms):
+                    return e
+            if key.isdigit():
+                return self.entity(int(key))
+        valid = ", ".join(f"{e.measure_name} ({e.code})" for e in self.entities.values())
+        raise UnknownEntityType(f"unknown entity type {x!r}; valid entity types: {valid}")
+
+    def __iter__(self):
+        return iter(self.entities.values())
+
+    def counter(self, entity: str | int, name: str) -> CounterDef:
+        return self.entity(entity).counter(name)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read catalogue file: {exc}") from None
+    reader = csv.DictReader(text.splitlines())
+    header = reader.fieldnames or []
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise CatalogError(
+            f"{path}, line 1: missing required column(s) {', '.join(missing)}; "
+            f"expected header {','.join(columns)}"
+        )
+    rows = []
+    for row in reader:
+        line = reader.line_num
+        if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            continue  # blank line
+        if None in row:  # more fields than header
+            raise CatalogError(f"{path}, line {line}: too many fields ({row[None]!r} extra)")
+        rows.append((line, {k: (row.get(k) or "").strip() for k in columns}))
+    return rows
+
+
+def _err(path: Path, line: int, fld: str, msg: str) -> CatalogError:
+    return CatalogError(f"{path}, line {line}, field '{fld}': {msg}")
+
+
+def _load(directory: Path) -> Catalog:
+    ent_path = directory / "entities.csv"
+    ctr_path = directory / "counters.csv"
+
+    entities: dict[str, dict] = {}
+    codes: set[int] = set()
+    for line, r in _read_csv(ent_path, ENTITY_COLUMNS):
+        try:
+            code = int(r["type_code"])
+        except ValueError:
+            raise _err(ent_path, line, "type_code", f"not an integer: {r['type_code']!r}") from None
+        if code in codes:
+            raise _err(ent_path, line, "type_code", f"duplicate type code {code}")
+        name = r["entity"]
+        if not name or name != name.lower() or not name.isidentifier():
+            raise _err(ent_path, line, "entity", f"must be a lower-case identifier, got {name!r}")
+        if name in entities:
+            raise _err(ent_path, line, "entity", f"duplicate entity {name!r}")
+        if snake(r["measure_name"]) != name:
+            raise _err(
+                ent_path, line, "measure_name",
+                f"{r['measure_name']!r} does not match entity {name!r} (expected {name.upper()})",
+            )
+        ids = tuple(s.strip() for s in r["id_fields"].split(";") if s.strip())
+        if not ids:
+            raise _err(ent_path, line, "id_fields", "at least one identifying field is required")
+        for s in ids:
+            if not s.isidentifier() or s != s.lower():
+                raise _err(ent_path, line, "id_fields", f"{s!r} is not a snake-case field name")
+        if not r["help"]:
+            raise _err(ent_path, line, "help", "help text is required")
+        codes.add(code)
+        entities[name] = dict(
+            code=code,
+            name=name,
+            measure_name=r["measure_name"],
+            id_fields=ids,
+            synonyms=tuple(s.strip().upper() for s in r["synonyms"].split(";") if s.strip()),
+            help=r["help"],
+            counters=[],
+        )
+
+    rows_by_entity: dict[str, list[tuple[int, dict[str, str]]]] = {}
+    for line, r in _read_csv(ctr_path, COUNTER_COLUMNS):
+        e = r["entity"]
+        if e not in entities:
+            raise _err(ctr_path, line, "entity", f"unknown entity {e!r} (not in entities.csv)")
+        if not r["measure_name"]:
+            raise _err(ctr_path, line, "measure_name", "required")
+        if r["counter"] != snake(r["measure_name"]):
+            raise _err(
+                ctr_path, line, "counter",
+                f"{r['counter']!r} is not the snake form of {r['measure_name']!r} "
+                f"(expected {snake(r['measure_name'])!r})",
+            )
+        if r["kind"] not in KIND_CODES:
+            raise _err(ctr_path, line, "kind", f"unknown kind {r['kind']!r}; valid: {', '.join(KINDS)}")
+        if r["unit"] not in UNITS:
+            raise _err(ctr_path, line, "unit", f"unknown unit {r['unit']!r}; valid: {', '.join(UNITS)}")
+        if not r["help"]:
+            raise _err(ctr_path, line, "help", "one-line help text is required")
+        if r["max_of"] and r["kind"] != "maxq":
+            raise _err(ctr_path, line, "max_of", "only maxq counters may name a max_of counter")
+        rows = rows_by_entity.setdefault(e, [])
+        if any(x["counter"] == r["counter"] for _, x in rows):
+            raise _err(ctr_path, line, "counter", f"duplicate counter {r['counter']!r} in entity {e!r}")
+        rows.append((line, r))
+
+    for e, rows in rows_by_entity.items():
+        kinds = {r["counter"]: r["kind"] for _, r in rows}
+        for line, r in rows:
+            if r["max_of"]:
+                target = kinds.get(r["max_of"])
+                if target is None:
+                    raise _err(ctr_path, line, "max_of", f"{r['max_of']!r} is not a counter of entity {e!r}")
+                if target != "queue":
+                    raise _err(
+                        ctr_path, line, "max_of",
+                        f"{r['max_of']!r} is a {target} counter; max_of must name a queue counter",
+                    )
+        entities[e]["counters"] = [
+            CounterDef(
+                entity=e,
+                name=r["counter"],
+                measure_name=r["measure_name"],
+                kind=r["kind"],
+                unit=r["unit"],
+                max_of=r["max_of"] or None,
+                help=r["help"],
+                position=i,
+            )
+            for i, (_, r) in enumerate(rows)
+        ]
+
+    ordered = sorted(entities.values(), key=lambda d: d["code"])
+    return Catalog(
+        entities={
+            d["name"]: EntityDef(**{**d, "counters": tuple(d["counters"])}) for d in ordered
+        }
+    )
+
+
+@functools.cache
+def _load_cached(directory: Path) -> Catalog:
+    return _load(directory)
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Load (and cache) the catalogue from ``path`` (a directory holding both CSVs).
+
+    Defaults to ``<repo>/schema/catalog``. Raises :class:`CatalogError` naming file, line and
+    field for any malformed row.
+    """
+    directory = Path(path).resolve() if path is not None else CATALOG_DIR
+    return _load_cached(directory)
+
+
+load_catalog.cache_clear = _load_cached.cache_clear  # type: ignore[attr-defined]

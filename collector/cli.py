@@ -1,0 +1,253 @@
+"""`measuredb`: the platform's command line (Typer).
+
+    measuredb run                 the whole platform (PostgreSQL, schema, collector, API)
+    measuredb schema apply|status
+    measuredb collector           the collector alone (simulated node + MEASURE)
+    measuredb api                 the REST API alone
+    measuredb health [--collector]
+
+Bad settings and unreachable databases end the command with one line naming the setting,
+never with a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from collector import schema as schema_runner
+from collector.config import CollectorSettings, DatabaseSettings, describe_validation_error
+from collector.database import DatabaseError, check_reachable, describe_url, resolve
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+schema_app = typer.Typer(no_args_is_help=True, help="Apply or inspect the database schema.")
+app.add_typer(schema_app, name="schema")
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line, exit status 2."""
+
+
+def friendly(func: F) -> F:
+    """Turn the errors a user can fix into one clear line and exit status 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ValidationError as exc:
+            settings_cls = _settings_class_of(exc)
+            console.print(f"measuredb: {describe_validation_error(exc, settings_cls)}", markup=False)
+        except (DatabaseError, schema_runner.SchemaError, UserError) as exc:
+            console.print(f"measuredb: {exc}", markup=False)
+        raise typer.Exit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings_class_of(exc: ValidationError) -> type:
+    from api.config import ApiSettings
+
+    return {"ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}.get(
+        exc.title, DatabaseSettings
+    )
+
+
+def _database(settings: DatabaseSettings, *, apply_schema: bool = False):
+    url, server = resolve(settings.database_url, settings.data_dir)
+    check_reachable(url)
+    if apply_schema:
+        schema_runner.apply(url, mode=settings.timescaledb)
+    return url, server
+
+
+# ---------------------------------------------------------------- schema
+
+
+@schema_app.command("apply")
+@friendly
+def schema_apply() -> None:
+    """Apply schema/ (idempotent; refuses a database written by a newer measuredb)."""
+    settings = DatabaseSettings()
+    url, server = _database(settings)
+    try:
+        result = schema_runner.apply(url, mode=settings.timescaledb)
+    finally:
+        if server:
+            server.stop()
+    flavour = "TimescaleDB" if result.timescaledb else "plain PostgreSQL"
+    applied = ", ".join(result.applied) or "nothing new"
+    out.print(f"schema version {result.version} on {flavour}: applied {applied}")
+
+
+@schema_app.command("status")
+@friendly
+def schema_status() -> None:
+    """Print the database's and this code's schema versions."""
+    settings = DatabaseSettings()
+    url, server = _database(settings)
+    try:
+        info = schema_runner.status(url)
+    finally:
+        if server:
+            server.stop()
+    out.print(info)
+
+
+# ---------------------------------------------------------------- services
+
+
+@app.command()
+@friendly
+def api(
+    host: Annotated[str | None, typer.Option(help="listen address (MEASUREDB_API_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (MEASUREDB_API_PORT)")] = None,
+) -> None:
+    """Serve the REST API."""
+    import uvicorn
+
+    from api.config import ApiSettings
+    from api.main import create_app
+
+    settings = ApiSettings()
+    if host is not None or port is not None:
+        settings = settings.model_copy(update={k: v for k, v in {"host": host, "port": port}.items() if v is not None})
+    url, _server = _database(settings)
+    uvicorn.run(create_app(settings, database_url=url), host=settings.host, port=settings.port,
+                log_level="warning")
+
+
+@app.command()
+@friendly
+def collector() -> None:
+    """Run the collector: the simulated node and MEASURE, writing into the database."""
+    from collector.service import run_collector
+
+    settings = CollectorSettings()
+    url, server = _database(settings, apply_schema=True)
+    try:
+        run_collector(settings, url)
+    finally:
+        if server:
+            server.stop()
+
+
+@app.command()
+@friendly
+def health(
+    collector_only: Annotated[bool, typer.Option("--collector", help="check only the collector heartbeat")] = False,
+    max_age: Annotated[float, typer.Option(help="seconds a heartbeat stays fresh")] = 60.0,
+) -> None:
+    """Exit 0 when the database answers (and, with --collector, the heartbeat is fresh)."""
+    import psycopg
+
+    settings = DatabaseSettings()
+    url, server = _database(settings)
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT extract(epoch FROM now() - last_heartbeat_at) FROM measure.schema_info()"
+            ).fetchone()
+    finally:
+        if server:
+            server.stop()
+    age = None if row is None or row[0] is None else float(row[0])
+    if collector_only and (age is None or age > max_age):
+        raise UserError(f"no collector heartbeat within {max_age:g} s")
+    out.print("ok" if age is None else f"ok (last heartbeat {age:.1f} s ago)")
+
+
+# ---------------------------------------------------------------- run
+
+
+@app.command()
+@friendly
+def run(
+    api_port: Annotated[int, typer.Option(help="port of the API")] = 8000,
+    no_collector: Annotated[bool, typer.Option(help="start only the database and the API")] = False,
+) -> None:
+    """Start the whole platform: PostgreSQL, schema, collector and API. Ctrl-C stops it."""
+    settings = CollectorSettings()
+    started = time.monotonic()
+    url, server = _database(settings, apply_schema=True)
+    env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_PORT=str(api_port))
+    children: dict[str, subprocess.Popen] = {}
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        if not no_collector:
+            children["collector"] = subprocess.Popen([sys.executable, "-m", "collector", "collector"], env=env)
+        children["api"] = subprocess.Popen([sys.executable, "-m", "collector", "api"], env=env)
+        api_url = f"http://127.0.0.1:{api_port}"
+        _wait_for(api_url + "/health", children["api"], timeout=60)
+        data = settings.data_dir.resolve()
+        out.print(
+            f"[bold]measuredb is running[/] (ready in {time.monotonic() - started:.1f} s)\n"
+            f"  API            {api_url}\n"
+            f"  API docs       {api_url}/docs\n"
+            f"  health         {api_url}/health\n"
+            f"  database       {describe_url(url)}\n"
+            f"  data folder    {data}\n"
+            f"  node           {settings.node} (seed {settings.seed})\n"
+            "Ctrl-C stops collector, API and the embedded database; the next `make run` reuses the data."
+        )
+        while not stopping:
+            for name, proc in children.items():
+                if proc.poll() is not None:
+                    raise UserError(f"the {name} stopped unexpectedly (exit status {proc.returncode}); "
+                                    "see its messages above")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for proc in children.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 20
+        for proc in children.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if server:
+            server.stop()
+        console.print("measuredb stopped.")
+
+
+def _wait_for(url: str, proc: subprocess.Popen, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UserError(f"the API exited while starting (status {proc.returncode})")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback
+                if resp.status in (200, 503):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise UserError(f"the API did not answer {url} within {timeout:g} s")
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()

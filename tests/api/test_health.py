@@ -1,0 +1,76 @@
+"""GET /health, /docs and /openapi.json."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from api.config import ApiSettings
+from api.main import create_app
+from collector.schema import load_plan
+
+
+@pytest.fixture
+def client(db_url: str):
+    with TestClient(create_app(ApiSettings(), database_url=db_url)) as c:
+        yield c
+
+
+def test_health_without_collector_is_degraded(client: TestClient, db_url: str) -> None:
+    with psycopg.connect(db_url) as c:
+        c.execute("DELETE FROM _measure.collector_heartbeat")
+    body = client.get("/health").json()
+    assert body["status"] == "degraded"
+    assert body["database"] is True
+    assert body["schema_version"] == load_plan().code_version == body["code_schema_version"]
+    assert body["timescaledb"] is False
+    assert body["collector_alive"] is False
+    assert body["detail"] == "no collector heartbeat within 60 s"
+
+
+def test_health_with_fresh_heartbeat_is_ok(client: TestClient, db_url: str) -> None:
+    now = datetime.now(UTC)
+    with psycopg.connect(db_url) as c:
+        c.execute(
+            "INSERT INTO _measure.collector_heartbeat (collector_id, node, started_at, beat_at, mode) "
+            "VALUES ('test', 'demo', %s, %s, 'live') ON CONFLICT (collector_id) DO UPDATE SET beat_at = excluded.beat_at",
+            (now, now),
+        )
+    try:
+        response = client.get("/health")
+        assert response.status_code == 200
+        assert response.json()["status"] == "ok"
+        assert response.json()["collector_alive"] is True
+    finally:
+        with psycopg.connect(db_url) as c:
+            c.execute("DELETE FROM _measure.collector_heartbeat WHERE collector_id = 'test'")
+
+
+def test_health_with_database_down_is_503() -> None:
+    app = create_app(ApiSettings(), database_url="postgresql://nobody@127.0.0.1:1/measuredb")
+    with TestClient(app) as c:
+        response = c.get("/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "down"
+    assert response.json()["database"] is False
+
+
+def test_docs_and_openapi(client: TestClient) -> None:
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert "/health" in spec["paths"]
+
+
+def test_api_runs_as_the_api_role(client: TestClient) -> None:
+    engine = client.app.state.engine
+    with engine.connect() as c:
+        assert c.exec_driver_sql("SELECT current_user").scalar() == "measure_api"
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    response = client.post("/health", content=b"x" * (2 * 1024 * 1024))
+    assert response.status_code == 413
+    assert response.json()["error"] == "PayloadTooLarge"
