@@ -136,12 +136,15 @@ def api(
 @friendly
 def collector() -> None:
     """Run the collector: the simulated node and MEASURE, writing into the database."""
-    from collector.service import run_collector
+    from collector.node.topology import NodeFileError
+    from collector.service import CollectorConfigError, run_collector
 
     settings = CollectorSettings()
     url, server = _database(settings, apply_schema=True)
     try:
         run_collector(settings, url)
+    except (CollectorConfigError, NodeFileError) as exc:
+        raise UserError(str(exc)) from None
     finally:
         if server:
             server.stop()

@@ -55,6 +55,8 @@ class CollectorSettings(DatabaseSettings):
     )
 
     node: str = Field(default="demo", description="shipped node name or path of a node file")
+    workload: str | None = Field(default=None,
+                                 description="workload name or file; default: the node's own")
     seed: int = Field(default=1986, ge=0, description="seed of the simulated node")
     speed: float = Field(default=1.0, gt=0, le=100_000, description="live pacing: 1 = real time")
     backfill_days: int = Field(default=7, ge=0, le=3660,

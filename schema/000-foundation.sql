@@ -153,6 +153,30 @@ CREATE TABLE _measure.interval_record (
 CREATE INDEX interval_record_type_from_idx ON _measure.interval_record (system_id, type_code, from_at);
 GRANT SELECT, INSERT, DELETE ON _measure.interval_record TO measure_writer;
 
+-- The collector's checkpoint (MEASMON's checkpoint to its backup): the simulated node it
+-- runs, its seed and virtual-clock origin, and the time up to which every copy is stored.
+-- A restarted collector rebuilds its state from here and from _measure.measurement.
+CREATE TABLE _measure.collector_state (
+    collector_id   text PRIMARY KEY,
+    system_id      smallint NOT NULL REFERENCES _measure.system,
+    node           text NOT NULL,
+    seed           bigint NOT NULL,
+    epoch_at       timestamptz NOT NULL,      -- the node's virtual clock starts here
+    durable_until  timestamptz,               -- every copy at or before this time is stored
+    updated_at     timestamptz NOT NULL DEFAULT now()
+);
+GRANT SELECT, INSERT, UPDATE ON _measure.collector_state TO measure_writer;
+
+-- Exact conversions between Unix microseconds (the collector's clock) and timestamptz.
+CREATE FUNCTION _measure.us_to_timestamptz(us bigint) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN timestamptz '1970-01-01 00:00:00+00' + us * interval '1 microsecond';
+CREATE FUNCTION _measure.timestamptz_to_us(ts timestamptz) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN (extract(epoch FROM ts) * 1000000)::bigint;
+GRANT EXECUTE ON FUNCTION _measure.us_to_timestamptz(bigint), _measure.timestamptz_to_us(timestamptz)
+    TO measure_writer;
+
 -- The collector's heartbeat (GET /health reports the last one).
 CREATE TABLE _measure.collector_heartbeat (
     collector_id  text PRIMARY KEY,

@@ -1,0 +1,348 @@
+"""The collector: a simulated node, MEASURE on top of it, copies into the database.
+
+Life of a collector (one per simulated system):
+
+1. Register the system and the collector's checkpoint row (node, seed, the virtual clock's
+   origin). A first start places the origin ``backfill_days`` before now and configures a
+   default measurement of every entity (the interval of MEASUREDB_COLLECTOR_INTERVAL_SECONDS).
+2. Rebuild: the node is deterministic (same seed, same counters), so the collector rebuilds
+   MEASMON's state by replaying from the origin (or from its latest local checkpoint file),
+   with every measurement started and stopped at the times recorded in the database, and
+   without writing the copies the database already holds (MEASMON's checkpoint to its
+   backup). After a crash nothing is missing and nothing is stored twice.
+3. Backfill as fast as possible up to now (a progress bar on a terminal), then run live:
+   pace the virtual clock at real time (or MEASUREDB_COLLECTOR_SPEED times it), pick up new
+   or changed measurements from the database within a second, beat the heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from collector.catalog import load_catalog
+from collector.config import CollectorSettings
+from collector.measure.contab import Contab, ContabBuilder
+from collector.measure.measmon import Measmon, Measurement
+from collector.sink import Pipeline, SpoolFull, Writer
+
+log = logging.getLogger(__name__)
+
+SECOND = 1_000_000
+HOUR = 3600 * SECOND
+# Which workload a shipped node runs unless MEASUREDB_COLLECTOR_WORKLOAD says otherwise.
+DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "rds-txp": "rds", "rds-vlx": "rds",
+                     "ref16": "ref16-day"}
+DEFAULT_MEASUREMENT = "DEFAULT"
+
+
+class CollectorConfigError(RuntimeError):
+    """The collector cannot start with these settings (message says why and what to do)."""
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def to_us(ts: datetime | None) -> int | None:
+    if ts is None:
+        return None
+    return int(ts.timestamp()) * SECOND + ts.microsecond
+
+
+def to_ts(us: int) -> datetime:
+    return datetime.fromtimestamp(us // SECOND, UTC).replace(microsecond=us % SECOND)
+
+
+def default_contab() -> Contab:
+    """Every entity of every type, and every user counter of every process."""
+    b = ContabBuilder()
+    for entity in load_catalog().entities:
+        b.add(entity, None)
+    return b.build()
+
+
+@dataclass
+class State:
+    system_id: int
+    epoch_us: int
+    durable_until_us: int
+
+
+class Collector:
+    def __init__(self, settings: CollectorSettings, url: str, *, collector_id: str | None = None) -> None:
+        from collector.node.topology import load_node
+
+        self.settings = settings
+        self.url = url
+        self.catalog = load_catalog()
+        self.topology = load_node(settings.node)
+        self.collector_id = collector_id or self.topology.system_name
+        self.workload = settings.workload or DEFAULT_WORKLOADS.get(settings.node, settings.node)
+        self.state: State | None = None
+        self.node: Any = None
+        self.measmon: Measmon | None = None
+        self.pipeline: Pipeline | None = None
+        self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes)
+        self._seen_updates: datetime | None = None
+        self._last_beat = 0.0
+        self.mode = "starting"
+
+    # ------------------------------------------------------------------ set-up
+
+    def register(self) -> State:
+        """The system, the checkpoint row, and on a first start the default measurement."""
+        t = self.topology
+        s = self.settings
+        with psycopg.connect(self.url) as conn:
+            system_id = conn.execute(
+                """
+                INSERT INTO _measure.system (system_name, system_number, time_zone)
+                VALUES (%s, %s, %s)
+                ON CONFLICT (system_name) DO UPDATE SET time_zone = excluded.time_zone
+                RETURNING system_id
+                """,
+                (t.system_name, t.system_number, t.time_zone),
+            ).fetchone()[0]
+            row = conn.execute(
+                "SELECT node, seed, _measure.timestamptz_to_us(epoch_at),"
+                " _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
+                " WHERE collector_id = %s",
+                (self.collector_id,),
+            ).fetchone()
+            if row is None:
+                interval = s.interval_seconds * SECOND
+                epoch = (now_us() - s.backfill_days * 86_400 * SECOND) // interval * interval
+                conn.execute(
+                    "INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, epoch_at)"
+                    " VALUES (%s, %s, %s, %s, _measure.us_to_timestamptz(%s))",
+                    (self.collector_id, system_id, s.node, s.seed, epoch),
+                )
+                conn.execute(
+                    "INSERT INTO _measure.measurement (system_id, name, contab, source, start_at, interval_us, state)"
+                    " VALUES (%s, %s, %s, %s, _measure.us_to_timestamptz(%s), %s, 'scheduled')",
+                    (system_id, DEFAULT_MEASUREMENT, default_contab().model_dump_json(),
+                     "default measurement of every entity, created at the collector's first start",
+                     epoch, interval),
+                )
+                durable = -1
+            else:
+                node, seed, epoch, durable = row
+                if (node, seed) != (s.node, s.seed):
+                    raise CollectorConfigError(
+                        f"the database holds {t.system_name} simulated as node {node!r} with seed {seed}; "
+                        f"settings ask for node {s.node!r} seed {s.seed}. Use the same settings, "
+                        "or another database"
+                    )
+                durable = -1 if durable is None else durable
+        self.state = State(system_id, epoch, durable)
+        return self.state
+
+    def build(self) -> None:
+        """A node at the origin and MEASMON, or the newest usable checkpoint file."""
+        from collector.node.engine import Node
+
+        assert self.state is not None
+        restored = self._load_checkpoint()
+        if restored is None:
+            self.node = Node(self.topology, self.workload, seed=self.settings.seed,
+                             start_us=self.state.epoch_us, catalog=self.catalog)
+            self.pipeline = Pipeline(self.catalog, self.node.tables, self.state.system_id)
+            self.measmon = Measmon(self.node, self.pipeline.on_copy, catalog=self.catalog,
+                                   on_state=self._on_state)
+        self.pipeline.skip_until_us = self.state.durable_until_us
+        self.writer.durable_until_us = self.state.durable_until_us
+        self.poll_control()
+
+    def _on_state(self, m: Measurement, event: str, at_us: int) -> None:
+        self.pipeline.control(event, m.measurement_id, at_us)
+
+    # ------------------------------------------------------------------ control plane
+
+    def poll_control(self) -> int:
+        """Add new measurements and apply changed stop times; returns how many changed."""
+        assert self.state and self.measmon
+        with psycopg.connect(self.url) as conn:
+            rows = conn.execute(
+                """
+                SELECT measurement_id, name, contab, state,
+                       _measure.timestamptz_to_us(coalesce(started_at, start_at)),
+                       _measure.timestamptz_to_us(coalesce(stopped_at, stop_at)),
+                       interval_us, updated_at
+                  FROM _measure.measurement
+                 WHERE system_id = %s AND (%s::timestamptz IS NULL OR updated_at > %s)
+                 ORDER BY measurement_id
+                """,
+                (self.state.system_id, self._seen_updates, self._seen_updates),
+            ).fetchall()
+        changed = 0
+        for mid, name, contab, state, start_us, stop_us, interval_us, updated_at in rows:
+            self._seen_updates = max(self._seen_updates or updated_at, updated_at)
+            known = self.measmon.measurements.get(mid)
+            if known is None:
+                if start_us is None or state == "configured":
+                    continue  # configured, not started
+                if state in ("stopped", "failed") and stop_us is not None and stop_us <= start_us:
+                    continue
+                self.measmon.add(Measurement(mid, name, Contab.model_validate(contab),
+                                             start_us=max(start_us, self.state.epoch_us),
+                                             stop_us=stop_us, interval_us=interval_us))
+                changed += 1
+            elif known.state != "stopped" and stop_us != known.stop_us:
+                self.measmon.set_stop(mid, stop_us)
+                changed += 1
+        return changed
+
+    # ------------------------------------------------------------------ running
+
+    def advance(self, until_us: int) -> None:
+        """Simulate and measure up to until_us, then write that time slice."""
+        assert self.measmon and self.pipeline
+        self.measmon.run_until(until_us)
+        self.writer.flush(self.pipeline.take(until_us))
+
+    def backfill(self, until_us: int, *, chunk_us: int = HOUR, progress: bool = False) -> None:
+        """Run as fast as possible up to until_us, a slice (and a checkpoint) per chunk."""
+        self.mode = "backfill"
+        start = self.node.now_us
+        with _progress(progress, total=max(1, until_us - start)) as bar:
+            task = bar.add_task("backfill", total=max(1, until_us - start)) if bar else None
+            while self.node.now_us < until_us:
+                target = min(until_us, (self.node.now_us // chunk_us + 1) * chunk_us)
+                self.advance(target)
+                self.heartbeat()
+                if target % (6 * HOUR) == 0:
+                    self.checkpoint()
+                if bar:
+                    bar.update(task, completed=self.node.now_us - start)
+
+    def live(self, *, stop_after_s: float | None = None) -> None:
+        """Pace the virtual clock at real time × speed; poll the control plane each second."""
+        self.mode = "live"
+        speed = self.settings.speed
+        real0, virt0 = time.monotonic(), self.node.now_us
+        began = time.monotonic()
+        last_checkpoint = time.monotonic()
+        while stop_after_s is None or time.monotonic() - began < stop_after_s:
+            target = virt0 + int((time.monotonic() - real0) * speed * SECOND)
+            if speed == 1.0:
+                target = min(target, now_us())
+            if target > self.node.now_us:
+                self.advance(target)
+            self.poll_control()
+            self.heartbeat()
+            if time.monotonic() - last_checkpoint > 600 and self.checkpoint():
+                last_checkpoint = time.monotonic()
+            behind = (time.monotonic() - real0) * speed * SECOND - (self.node.now_us - virt0)
+            if behind > 5 * SECOND:
+                log.warning("live mode is %.1f s behind real time", behind / SECOND)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - real0) % 1.0))
+
+    def heartbeat(self, *, force: bool = False) -> None:
+        if not force and time.monotonic() - self._last_beat < self.settings.heartbeat_seconds:
+            return
+        self._last_beat = time.monotonic()
+        detail = {"spooled_slices": len(self.writer.spooled()),
+                  "durable_until_us": self.writer.durable_until_us}
+        try:
+            with psycopg.connect(self.url, connect_timeout=3) as conn:
+                conn.execute(
+                    """
+                    INSERT INTO _measure.collector_heartbeat
+                           (collector_id, system_id, node, started_at, beat_at, mode, simulated_at, detail)
+                    VALUES (%s, %s, %s, now(), now(), %s, _measure.us_to_timestamptz(%s), %s)
+                    ON CONFLICT (collector_id) DO UPDATE
+                       SET beat_at = now(), mode = excluded.mode,
+                           simulated_at = excluded.simulated_at, detail = excluded.detail
+                    """,
+                    (self.collector_id, self.state.system_id, self.settings.node, self.mode,
+                     self.node.now_us, psycopg.types.json.Jsonb(detail)),
+                )
+        except psycopg.OperationalError:
+            pass  # the writer is already spooling; the heartbeat resumes with the database
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _checkpoint_path(self) -> Path:
+        safe = self.collector_id.replace("\\", "")
+        return self.settings.data_dir / "checkpoints" / f"{safe}-{self.settings.seed}.pickle"
+
+    def checkpoint(self) -> bool:
+        """Save node + MEASMON at a slice boundary whose copies are all stored."""
+        if self.writer.durable_until_us != self.node.now_us:
+            return False
+        path = self._checkpoint_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        try:
+            with tmp.open("wb") as f:
+                pickle.dump({"epoch_us": self.state.epoch_us, "node": self.node,
+                             "measmon": self.measmon, "pipeline": self.pipeline}, f,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+            return True
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            log.warning("checkpoint not written (%s); a restart replays from the origin", exc)
+            tmp.unlink(missing_ok=True)
+            return False
+
+    def _load_checkpoint(self) -> bool | None:
+        path = self._checkpoint_path()
+        if not path.exists():
+            return None
+        try:
+            with path.open("rb") as f:
+                saved = pickle.load(f)  # noqa: S301 - our own file in our data folder
+        except Exception as exc:  # a damaged or stale file: replay instead
+            log.warning("checkpoint %s unreadable (%s); replaying from the origin", path, exc)
+            return None
+        if saved["epoch_us"] != self.state.epoch_us or saved["node"].now_us > self.state.durable_until_us:
+            return None
+        self.node, self.measmon, self.pipeline = saved["node"], saved["measmon"], saved["pipeline"]
+        self.measmon.sink = self.pipeline.on_copy
+        self.measmon.on_state = self._on_state
+        self._seen_updates = None
+        return True
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        from contextlib import nullcontext
+
+        return nullcontext(None)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                    TextColumn("{task.percentage:>5.1f}%"), TimeRemainingColumn())
+
+
+def run_collector(settings: CollectorSettings, url: str) -> None:
+    """`measuredb collector`: register, rebuild, backfill to now, then live until a signal."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s collector %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    collector = Collector(settings, url)
+    collector.register()
+    collector.build()
+    collector.heartbeat(force=True)
+    try:
+        collector.backfill(now_us(), progress=os.isatty(2))
+        collector.checkpoint()
+        collector.live()
+    except KeyboardInterrupt:
+        log.info("stopping: copies up to %s are stored", to_ts(max(collector.writer.durable_until_us, 0)))
+    except SpoolFull as exc:
+        raise CollectorConfigError(str(exc)) from None
+    finally:
+        collector.close()
