@@ -19,33 +19,33 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 __all__ = [
+    "CATALOG_DIR",
     "KINDS",
-    "KIND_INCREMENTING",
     "KIND_ACCUMULATING",
     "KIND_BUSY",
-    "KIND_QUEUE",
-    "KIND_QBUSY",
-    "KIND_RESPONSE",
-    "KIND_SNAPSHOT",
+    "KIND_CODES",
+    "KIND_INCREMENTING",
     "KIND_MAXQ",
     "KIND_MAXVALUE",
-    "KIND_CODES",
+    "KIND_QBUSY",
+    "KIND_QUEUE",
+    "KIND_RESPONSE",
+    "KIND_SNAPSHOT",
     "UNITS",
-    "CATALOG_DIR",
+    "Catalog",
     "CatalogError",
-    "UnknownCounter",
-    "UnknownEntityType",
     "CounterDef",
     "EntityDef",
-    "Catalog",
-    "snake",
+    "UnknownCounter",
+    "UnknownEntityType",
     "load_catalog",
+    "snake",
 ]
 
 # Kind codes: index into KINDS. Stable; vectorised code may rely on them.
@@ -129,12 +129,10 @@ class EntityDef:
     synonyms: tuple[str, ...]
     help: str
     counters: tuple[CounterDef, ...]
-    _by_name: dict[str, CounterDef] = field(default_factory=dict, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._by_name.clear()
-        for c in self.counters:
-            self._by_name[c.name] = c
+    @functools.cached_property
+    def _by_name(self) -> dict[str, CounterDef]:
+        return {c.name: c for c in self.counters}
 
     def counter(self, name_or_measure_name: str) -> CounterDef:
         """Look a counter up by snake or MEASURE name, case-insensitively."""
@@ -159,15 +157,15 @@ class EntityDef:
         """Position of the counter in the record layout (0-based)."""
         return self.counter(name).position
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.counters)
 
-    @property
+    @functools.cached_property
     def measure_names(self) -> tuple[str, ...]:
         return tuple(c.measure_name for c in self.counters)
 
-    @property
+    @functools.cached_property
     def kinds(self) -> np.ndarray:
         """Kind codes (``KIND_*``) in record order, as a read-only ``np.int8`` array."""
         arr = np.array([c.kind_code for c in self.counters], dtype=np.int8)
@@ -267,15 +265,15 @@ def _load(directory: Path) -> Catalog:
         if not r["help"]:
             raise _err(ent_path, line, "help", "help text is required")
         codes.add(code)
-        entities[name] = dict(
-            code=code,
-            name=name,
-            measure_name=r["measure_name"],
-            id_fields=ids,
-            synonyms=tuple(s.strip().upper() for s in r["synonyms"].split(";") if s.strip()),
-            help=r["help"],
-            counters=[],
-        )
+        entities[name] = {
+            "code": code,
+            "name": name,
+            "measure_name": r["measure_name"],
+            "id_fields": ids,
+            "synonyms": tuple(s.strip().upper() for s in r["synonyms"].split(";") if s.strip()),
+            "help": r["help"],
+            "counters": [],
+        }
 
     rows_by_entity: dict[str, list[tuple[int, dict[str, str]]]] = {}
     for line, r in _read_csv(ctr_path, COUNTER_COLUMNS):
