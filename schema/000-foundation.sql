@@ -190,6 +190,25 @@ CREATE TABLE _measure.collector_heartbeat (
 );
 GRANT SELECT, INSERT, UPDATE ON _measure.collector_heartbeat TO measure_writer;
 
+-- Requests the API hands to the running collector through the database (no extra port, works
+-- the same in compose): MEASREADACTIVE reads, MEASSTATUS of a running measurement,
+-- MEASCOUNTERBUMPINIT / MEASCOUNTERBUMP of user counters. The API inserts a row and
+-- NOTIFYs channel measuredb_request; the collector answers (response or error) and NOTIFYs
+-- measuredb_answer with the request id.
+CREATE TABLE _measure.control_request (
+    request_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    system_id     smallint NOT NULL REFERENCES _measure.system,
+    kind          text NOT NULL CHECK (kind IN ('read_active', 'status', 'bump_init', 'bump')),
+    payload       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    answered_at   timestamptz,
+    response      jsonb,
+    error         text
+);
+CREATE INDEX control_request_pending_idx ON _measure.control_request (system_id, request_id)
+    WHERE answered_at IS NULL;
+GRANT SELECT, UPDATE, DELETE ON _measure.control_request TO measure_writer;
+
 -- API bearer tokens: only a SHA-256 of the token is stored.
 CREATE TABLE _measure.api_token (
     token_id      integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
