@@ -1,0 +1,244 @@
+"""ENFORM-style reports: run queries/<name>.sql with parameters, render rows.
+
+    rows = run_report(conn, "threshold", system="\\\\DEMO", day=date(2024, 3, 9), shift=3)
+    print(render_text("threshold", rows, params))     # or render_csv / render_json
+
+The SQL lives in queries/ (each file calls a measure.report_* function of
+schema/idempotent/025-reports.sql); this module only knows each report's parameters, its
+title block and its column headings, and lays the rows out like the 1986 figures: a centred
+title, a title block (SYSTEM, DATE, SHIFT, OS VERSION), multi-line column headings and
+F5.1 numbers. A threshold report without violations says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+QUERIES = Path(__file__).resolve().parents[1] / "queries"
+
+
+class ReportError(ValueError):
+    """A report cannot run with these parameters; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    heading: str          # '/' separates heading lines, as in ENFORM's HEADING "MAX/CPU/QLEN"
+    fmt: str = "s"        # 's' text, 'i' integer, 'f1' F5.1, 'f2', 'f4', 'n' thousands
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    title: str
+    params: dict[str, Any]            # name -> default (REQUIRED = must be given)
+    columns: tuple[Column, ...]
+    window: str = "day"               # 'day' (one date), 'range' (from/to dates), 'time' (timestamps)
+    empty: str = "NO ROWS"
+    meta: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def sql(self) -> str:
+        return (QUERIES / f"{self.name}.sql").read_text(encoding="utf-8")
+
+
+REQUIRED = object()
+F = "f1"
+_WINDOW = {"system": REQUIRED, "from_at": REQUIRED, "to_at": REQUIRED}
+
+REPORTS: dict[str, Report] = {r.name: r for r in [
+    Report("threshold", "THRESHOLD REPORT", {"system": REQUIRED, "day": REQUIRED, "shift": None}, (
+        Column("cpu", "CPU/#", "i"), Column("time_of_day", "TIME/OF/DAY"),
+        Column("qlen_max", "MAX/CPU/QLEN", F), Column("qlen_delt", "DELT/CPU/QLEN", F),
+        Column("swap_max", "MAX/CPU/SWAP", F), Column("busy_max", "MAX/CPU/BUSY", F),
+        Column("busy_delt", "DELT/CPU/BUSY", F), Column("ibusy_max", "MAX/INTR/BUSY", F),
+        Column("qlen_avg", "AVG/CPU/QLEN", F), Column("swap_avg", "AVG/CPU/SWAP", F),
+        Column("busy_avg", "AVG/CPU/BUSY", F), Column("ibusy_avg", "AVG/CPU/INTR", F)),
+        empty="NO THRESHOLD VIOLATIONS"),
+    Report("cpu-trend", "CPU TREND REPORT", {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED}, (
+        Column("system_name", "SYSTEM/NAME"), Column("loadid", "LOADID/DTDDDHH"),
+        Column("cpu", "CPU/NUM", "i"), Column("cpu_type", "CPU/TYPE"), Column("os_version", "OS/VERS"),
+        Column("qlen_max", "MAX/CPU/QLEN", F), Column("qlen_delt", "DELT/CPU/QLEN", F),
+        Column("swap_max", "MAX/CPU/SWAP", F), Column("busy_max", "MAX/CPU/BUSY", F),
+        Column("busy_delt", "DELT/CPU/BUSY", F)), window="range"),
+    Report("process-summary", "PROCESS SUMMARY REPORT", {**_WINDOW, "measurement": None}, (
+        Column("program_file_name", "PROGRAM-FILE-NAME"), Column("process_count", "COUNT", "i"),
+        Column("cpu_seconds", "CPU SEC", "f2"), Column("messages_received", "MESSAGES/RECEIVED", "n"),
+        Column("messages_sent", "MESSAGES/SENT", "n")), window="time"),
+    Report("busy-process", "BUSY PROCESS REPORT",
+           {**_WINDOW, "min_cpu_seconds": 600, "max_priority": 200, "measurement": None}, (
+        Column("program_file_name", "PROGRAM-FILE"), Column("process_name", "NAME"),
+        Column("run_seconds", "RUN TIME/(SECONDS)", "f2"), Column("cpu_utilization_ratio", "CPU/UTILIZATION", "f2"),
+        Column("io_per_second", "I.O. PER/SECOND", "f2"), Column("priority", "PRIORITY", "i")), window="time"),
+    Report("process-activity", "PROCESS ACTIVITY BY PROGRAM", {**_WINDOW, "measurement": None}, (
+        Column("program_file_name", "PROGRAM-FILE-NAME"), Column("process_name", "NAME"),
+        Column("cpu_seconds_per_trans", "CPU PER/TRANS", "f4"), Column("io_per_trans", "I/O PER/TRANS", F),
+        Column("cpu_seconds_per_io", "CPU PER/I/O", "f4")), window="time"),
+    Report("process-disc-file-activity", "PROCESS DISC FILE ACTIVITY REPORT",
+           {**_WINDOW, "cpu": REQUIRED, "pin": None}, (
+        Column("file_name", "FILE-NAME"), Column("reads", "READS", "n"), Column("writes", "WRITES", "n"),
+        Column("deletes_or_writereads", "DELETE OR/WRITEREAD", "n"), Column("info_calls", "INFO/CALLS", "n")),
+        window="time"),
+    Report("file-summary", "DISC FILE SUMMARY REPORT", {**_WINDOW, "measurement": None}, (
+        Column("file_name", "FILE-NAME"), Column("open_count", "COUNT", "i"), Column("reads", "TOTAL/READS", "n"),
+        Column("writes", "TOTAL/WRITES", "n"), Column("updates", "TOTAL/UPDATES", "n"),
+        Column("deletes", "TOTAL/DELETES", "n"), Column("info_calls", "INFO/CALLS", "n")), window="time"),
+    Report("discopen-summary", "DISCOPEN SUMMARY REPORT", {**_WINDOW, "measurement": None}, (
+        Column("file_name", "FILE-NAME"), Column("open_count", "COUNT", "i"),
+        Column("input_calls", "TOTAL/INPUT", "n"), Column("cache_hits", "CACHE/HITS", "n"),
+        Column("output_calls", "TOTAL/WRITES", "n"), Column("block_splits", "TOTAL/BLOCK/SPLITS", "n"),
+        Column("stalls", "TOTAL/STALLS", "n")), window="time"),
+    Report("transaction-resource", "TRANSACTION RESOURCE REPORT", {**_WINDOW, "transaction_process": None}, (
+        Column("component", "COMPONENT"), Column("cpu_ms_per_transaction", "CPU MS PER/TRANSACTION", F),
+        Column("cpu_seconds", "CPU/SECONDS", "f2"), Column("transactions", "TRANS-/ACTIONS", "n"),
+        Column("transactions_per_second_per_cpu", "TPS/PER CPU", "f2"),
+        Column("cpu_utilization_percent", "CPU/BUSY", F), Column("response_seconds_avg", "AVG/RESP/SEC", "f2")),
+        window="time"),
+    Report("capacity-forecast", "CAPACITY FORECAST",
+           {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED, "capacity": 70}, (
+        Column("entity", "ENTITY"), Column("subject", "CPU OR/VOLUME"), Column("days", "DAYS", "i"),
+        Column("peak_busy_last", "PEAK/BUSY/LAST", F), Column("slope_per_day", "TREND/PER/DAY", "f2"),
+        Column("crossing_date", "CROSSES/CAPACITY"), Column("crossing_early", "+15 %/CROSSES"),
+        Column("crossing_late", "-15 %/CROSSES"), Column("month_peak", "MONTH/PEAK", F),
+        Column("busy_if_one_halted", "BUSY IF/ONE CPU/HALTED", F)), window="range"),
+]}
+
+
+def report(name: str) -> Report:
+    try:
+        return REPORTS[name]
+    except KeyError:
+        raise ReportError(f"unknown report {name!r}; reports: {', '.join(sorted(REPORTS))}") from None
+
+
+def bind(name: str, **given: Any) -> dict[str, Any]:
+    """The full parameter set of a report: defaults filled in, unknown or missing ones refused."""
+    rep = report(name)
+    unknown = set(given) - set(rep.params)
+    if unknown:
+        raise ReportError(f"report {name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                          f"it takes {', '.join(rep.params)}")
+    out = {k: given.get(k, d) for k, d in rep.params.items()}
+    missing = [k for k, v in out.items() if v is REQUIRED]
+    if missing:
+        raise ReportError(f"report {name}: missing parameter(s) {', '.join(missing)}")
+    for lo, hi in (("date_from", "date_to"), ("from_at", "to_at")):
+        if lo in out and out[lo] > out[hi]:
+            raise ReportError(f"report {name}: {lo} {out[lo]} is after {hi} {out[hi]}")
+    return out
+
+
+def run_report(conn: psycopg.Connection, name: str, **given: Any) -> list[dict[str, Any]]:
+    """Run queries/<name>.sql; an unknown system raises ReportError naming the known ones."""
+    params = bind(name, **given)
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(report(name).sql, params)
+            return cur.fetchall()
+    except psycopg.errors.NoDataFound as exc:
+        conn.rollback()
+        hint = exc.diag.message_hint or ""
+        raise ReportError(f"{exc.diag.message_primary}; {hint}".rstrip("; ")) from None
+
+
+# ---------------------------------------------------------------- rendering
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return float(v) if v != v.to_integral_value() or v.as_tuple().exponent < 0 else int(v)
+    if isinstance(v, (date, datetime)):
+        return v.isoformat()
+    return v
+
+
+def render_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps([{k: _plain(v) for k, v in r.items()} for r in rows], indent=1)
+
+
+def render_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _plain(v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def fmt(value: Any, kind: str) -> str:
+    """ENFORM-like number formats: F5.1 prints .2 for 0.2, as Figure 1 does."""
+    if value is None:
+        return ""
+    if kind == "i":
+        return str(int(value))
+    if kind == "n":
+        return f"{int(round(value)):,}"
+    if kind.startswith("f"):
+        text = f"{float(value):.{int(kind[1:])}f}"
+        if text.startswith("0."):
+            text = text[1:]
+        elif text.startswith("-0."):
+            text = "-" + text[2:]
+        return text
+    return str(value)
+
+
+def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    rep = report(name)
+    cells = [[fmt(r.get(c.key), c.fmt) for c in rep.columns] for r in rows]
+    heads = [c.heading.split("/") for c in rep.columns]
+    depth = max(len(h) for h in heads)
+    widths = [max([len(x) for x in h] + [len(row[i]) for row in cells] + [5]) for i, h in enumerate(heads)]
+    total = sum(widths) + 2 * (len(widths) - 1)
+    lines = [rep.title.center(total).rstrip(), ""]
+    block = {"system": "SYSTEM", "day": "DATE", "shift": "SHIFT", "date_from": "DATES",
+             "from_at": "FROM", "to_at": "TO"}
+    for key, label in block.items():
+        if key not in params or (key == "shift" and params[key] is None):
+            continue
+        value = params[key]
+        if key == "date_from":
+            value = f"{params['date_from']} TO {params['date_to']}"
+        lines.append(f"   {label + ':':<12}{value}")
+    if name == "threshold" and rows:
+        lines.append(f"   {'OS VERSION:':<12}{rows[0].get('os_version') or ''}")
+    lines.append("")
+    for level in range(depth):
+        parts = []
+        for h, w, c in zip(heads, widths, rep.columns):
+            pad = [""] * (depth - len(h)) + h  # headings sit on the bottom line, as in ENFORM
+            parts.append(pad[level].ljust(w) if c.fmt == "s" else pad[level].rjust(w))
+        lines.append("  ".join(parts).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    if not rows:
+        lines.append(rep.empty)
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) if c.fmt == "s" else v.rjust(w)
+                               for v, w, c in zip(row, widths, rep.columns)).rstrip())
+    if name == "process-disc-file-activity" and rows:
+        sums = {k: sum(r[k] or 0 for r in rows) for k in ("reads", "writes", "deletes_or_writereads", "info_calls")}
+        lines.append("  ".join(("TOTAL" if c.key == "file_name" else fmt(sums.get(c.key), c.fmt)).rjust(w)
+                               if c.fmt != "s" else "TOTAL".ljust(w)
+                               for c, w in zip(rep.columns, widths)).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render(name: str, rows: list[dict[str, Any]], params: dict[str, Any], fmt_name: str = "text") -> str:
+    if fmt_name == "json":
+        return render_json(rows)
+    if fmt_name == "csv":
+        return render_csv(rows)
+    if fmt_name == "text":
+        return render_text(name, rows, params)
+    raise ReportError(f"unknown format {fmt_name!r}; use text, csv or json")

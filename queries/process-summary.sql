@@ -1,0 +1,9 @@
+-- process-summary: Process Summary (Application Processes, Figure 1): per PROGRAM-FILE-NAME the processes started,
+-- CPU seconds, messages received and sent, over interval records starting in [from_at, to_at).
+--
+-- Parameters: system (text), from_at, to_at (timestamptz), measurement (integer or NULL)
+-- Output: program_file_name, process_count, cpu_seconds, messages_received, messages_sent
+-- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
+SELECT * FROM measure.report_process_summary(p_system => %(system)s, p_from => %(from_at)s, p_to => %(to_at)s,
+                                             p_measurement => %(measurement)s)
+ ORDER BY program_file_name;

@@ -1,0 +1,583 @@
+-- 020-tiers: the performance data base (ENFORM Figures 5-8), shared by both branches.
+-- Storage and the design notes (buckets, time zones, double counting) are in
+-- schema/010-tiers.sql.
+--
+-- The collector's API (called by measure_writer after every COPY slice):
+--
+--   SELECT _measure.note_intervals(system_id, from_at_min, from_at_max);
+--       marks every UTC hour in [date_bin(from_at_min), from_at_max] dirty for that system
+--       (late data and spool replays included); returns the number of hours marked.
+--   SELECT _measure.condense();            -- or _measure.condense(system_id)
+--       plain PostgreSQL: recomputes exactly the dirty hours (hour tiers from interval
+--       records, then the shifts, months and years that contain them) and clears them;
+--       returns the number of hours condensed. With TimescaleDB it returns 0: the tiers
+--       job (_measure.tiers_job) refreshes the hour aggregates for exactly those hours and
+--       then runs _measure.condense_upper.
+--   SELECT * FROM _measure.purge(INTERVAL '35 days');
+--       drops raw copies and interval records older than that, only when all their tiers
+--       are computed (raises otherwise, naming what is missing). TimescaleDB: a job.
+--   SELECT _measure.recondense(system_id, from_at, to_at);
+--       after editing _measure.shift: marks a period dirty again and condenses it.
+--
+-- Readers use the measure.* views: <entity>_hour, <entity>_shift, <entity>_month,
+-- <entity>_year for entity in cpu, disc, line, process, userdef, tmf.
+
+-- ---------------------------------------------------------------- shifts
+
+-- The shifts in force for each system: its own rows, or the defaults (system_id NULL).
+CREATE OR REPLACE VIEW _measure.system_shift AS
+SELECT s.system_id, s.time_zone, sh.shift_no, sh.begin_time, sh.end_time, sh.name,
+       sh.end_time <= sh.begin_time AS crosses_midnight
+  FROM _measure.system s
+  JOIN _measure.shift sh
+    ON sh.system_id = s.system_id
+    OR (sh.system_id IS NULL
+        AND NOT EXISTS (SELECT 1 FROM _measure.shift o WHERE o.system_id = s.system_id));
+GRANT SELECT ON _measure.system_shift TO measure_writer;
+
+-- The shift (day it began, number) that an hour starting at hour_at belongs to.
+CREATE OR REPLACE FUNCTION _measure.shift_of(p_system smallint, p_hour timestamptz)
+RETURNS TABLE (shift_day date, shift_no smallint)
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN ss.crosses_midnight AND (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time
+                THEN (p_hour AT TIME ZONE ss.time_zone)::date - 1
+                ELSE (p_hour AT TIME ZONE ss.time_zone)::date END,
+           ss.shift_no
+      FROM _measure.system_shift ss
+     WHERE ss.system_id = p_system
+       AND CASE WHEN ss.crosses_midnight
+                THEN (p_hour AT TIME ZONE ss.time_zone)::time >= ss.begin_time
+                  OR (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time
+                ELSE (p_hour AT TIME ZONE ss.time_zone)::time >= ss.begin_time
+                 AND (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.shift_of(smallint, timestamptz) TO measure_writer;
+
+-- Where one shift of one day begins and ends (real instants; a DST change makes a shift
+-- 7 or 9 hours long).
+CREATE OR REPLACE FUNCTION _measure.shift_bounds(p_system smallint, p_day date, p_shift smallint)
+RETURNS TABLE (start_at timestamptz, end_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT (p_day + ss.begin_time) AT TIME ZONE ss.time_zone,
+           (p_day + CASE WHEN ss.crosses_midnight THEN 1 ELSE 0 END + ss.end_time)
+               AT TIME ZONE ss.time_zone
+      FROM _measure.system_shift ss
+     WHERE ss.system_id = p_system AND ss.shift_no = p_shift
+$$;
+GRANT EXECUTE ON FUNCTION _measure.shift_bounds(smallint, date, smallint) TO measure_writer;
+
+-- MEASURE's hourly LOADID (Figure 2: DT00111 = day 001, hour 11, local time).
+CREATE OR REPLACE FUNCTION measure.loadid(local_hour timestamp)
+RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT 'DT' || to_char(local_hour, 'DDD') || to_char(local_hour, 'HH24')
+$$;
+GRANT EXECUTE ON FUNCTION measure.loadid(timestamp) TO measure_writer, measure_api, measure_reader;
+
+-- ---------------------------------------------------------------- one measurement per hour
+
+-- Per entity and hour, the row of the measurement with the most measured time (ties: the
+-- lower measurement_id). Every reading of the hour tiers goes through these views.
+CREATE OR REPLACE VIEW _measure.cpu_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.cpu_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.cpu_hour_best TO measure_writer;
+CREATE OR REPLACE VIEW _measure.disc_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.disc_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.disc_hour_best TO measure_writer;
+CREATE OR REPLACE VIEW _measure.line_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.line_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.line_hour_best TO measure_writer;
+CREATE OR REPLACE VIEW _measure.process_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.process_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.process_hour_best TO measure_writer;
+CREATE OR REPLACE VIEW _measure.userdef_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.userdef_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.userdef_hour_best TO measure_writer;
+CREATE OR REPLACE VIEW _measure.tmf_hour_best AS
+SELECT DISTINCT ON (system_id, entity_id, hour_at) *
+  FROM _measure.tmf_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+GRANT SELECT ON _measure.tmf_hour_best TO measure_writer;
+
+-- A user counter's TYPE (ACCUM, FACCUM, BUSY, QUEUE, QBUSY) from its measurement's CONTAB.
+CREATE OR REPLACE FUNCTION _measure.user_counter_type(p_measurement integer, p_name text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT c->>'type'
+      FROM _measure.measurement m, jsonb_array_elements(coalesce(m.contab->'counters', '[]')) c
+     WHERE m.measurement_id = p_measurement AND upper(c->>'name') = upper(p_name)
+     LIMIT 1
+$$;
+GRANT EXECUTE ON FUNCTION _measure.user_counter_type(integer, text) TO measure_writer;
+
+-- ---------------------------------------------------------------- public hour views
+
+CREATE OR REPLACE VIEW measure.cpu_hour AS
+SELECT s.system_name, h.cpu, h.hour_at,
+       (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
+       h.elapsed_us / 3.6e9 AS coverage_ratio,
+       measure.avg_queue_length(h.qlen_us, h.elapsed_us) AS qlen_avg,
+       h.qlen_max, h.qlen_min, h.qlen_max - h.qlen_min AS qlen_delt,
+       measure.avg_queue_length(h.mqlen_us, h.elapsed_us) AS mqlen_avg, h.mqlen_max,
+       measure.per_second(h.swaps, h.elapsed_us) AS swap_avg, h.swap_max,
+       measure.busy_percent(h.busy_us, h.elapsed_us) AS busy_avg,
+       h.busy_max, h.busy_min, h.busy_max - h.busy_min AS busy_delt,
+       measure.busy_percent(h.ibusy_us, h.elapsed_us) AS ibusy_avg, h.ibusy_max,
+       measure.busy_percent(h.sbusy_us, h.elapsed_us) AS sbusy_avg, h.sbusy_max,
+       measure.per_second(h.dispatches, h.elapsed_us) AS dispatches_per_second,
+       measure.per_second(h.disc_ios, h.elapsed_us) AS disc_ios_per_second,
+       h.transactions, h.response_us / nullif(h.transactions, 0) / 1e6 AS response_seconds_avg,
+       s.os_version, e.ids->>'cpu_type' AS cpu_type, h.system_id, h.entity_id
+  FROM _measure.cpu_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id);
+GRANT SELECT ON measure.cpu_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.cpu_hour IS
+    'CPU hourly tier (ENFORM Figure 5, CPUT): one row per system, CPU and hour (UTC hour_at, local_hour in the system time zone).';
+COMMENT ON COLUMN measure.cpu_hour.qlen_avg IS 'QLEN = CPU-QTIME / DELTA-TIME, time-weighted over the hour';
+COMMENT ON COLUMN measure.cpu_hour.qlen_max IS 'MAX CPU QLEN: largest interval QLEN in the hour (Figure 1; QLEN-MAX)';
+COMMENT ON COLUMN measure.cpu_hour.qlen_delt IS 'DELT CPU QLEN = QLEN-MAX - QLEN-MIN of the interval values (Figure 9 QLEN-DELT)';
+COMMENT ON COLUMN measure.cpu_hour.mqlen_avg IS 'MQLEN = MEM-QTIME / DELTA-TIME';
+COMMENT ON COLUMN measure.cpu_hour.swap_avg IS 'SWAP = SWAPS per second';
+COMMENT ON COLUMN measure.cpu_hour.busy_avg IS 'BUSY = CPU-BUSY-TIME %, time-weighted';
+COMMENT ON COLUMN measure.cpu_hour.busy_max IS 'MAX CPU BUSY (BUSY-MAX)';
+COMMENT ON COLUMN measure.cpu_hour.busy_delt IS 'DELT CPU BUSY = BUSY-MAX - BUSY-MIN (Figure 9 BUSY-DELT)';
+COMMENT ON COLUMN measure.cpu_hour.ibusy_avg IS 'IBUSY = INTR-BUSY-TIME %';
+COMMENT ON COLUMN measure.cpu_hour.sbusy_avg IS 'SBUSY = SEND-BUSY-TIME %';
+COMMENT ON COLUMN measure.cpu_hour.coverage_ratio IS 'measured time / one hour (0-1): a half-measured hour is visible';
+
+-- DISC, paths folded per volume: sums are added over the paths, elapsed time is that of
+-- the longest-measured path, and the interval extremes are the sums of the paths'
+-- extremes (exact when one path carries the traffic, as the primary path does; an upper
+-- bound otherwise, which is the safe side for thresholds).
+CREATE OR REPLACE VIEW measure.disc_hour AS
+SELECT s.system_name, e.ids->>'device_name' AS volume, h.hour_at,
+       (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       count(*) AS paths, sum(h.samples) AS samples, max(h.elapsed_us) / 1e6 AS elapsed_seconds,
+       max(h.elapsed_us) / 3.6e9 AS coverage_ratio,
+       measure.busy_percent(sum(h.busy_us), max(h.elapsed_us)) AS busy_avg,
+       sum(h.busy_max) AS busy_max, sum(h.busy_min) AS busy_min,
+       sum(h.busy_max) - sum(h.busy_min) AS busy_delt,
+       measure.avg_queue_length(sum(h.qlen_us), max(h.elapsed_us)) AS qlen_avg,
+       sum(h.qlen_max) AS qlen_max, sum(h.qlen_min) AS qlen_min,
+       sum(h.qlen_max) - sum(h.qlen_min) AS qlen_delt,
+       measure.busy_percent(sum(h.seek_busy_us), max(h.elapsed_us)) AS seek_busy_avg,
+       measure.busy_percent(sum(h.write_busy_us), max(h.elapsed_us)) AS write_busy_avg,
+       sum(h.write_busy_max) AS write_busy_max,
+       measure.per_second(sum(h.requests), max(h.elapsed_us)) AS requests_per_second,
+       measure.per_second(sum(h.cache_hits), max(h.elapsed_us)) AS cache_hits_per_second,
+       measure.per_second(sum(h.cache_misses), max(h.elapsed_us)) AS cache_misses_per_second,
+       sum(h.cache_hits) / nullif(sum(h.cache_hits) + sum(h.cache_misses), 0) AS cache_hit_ratio,
+       measure.per_second(sum(h.input_bytes) + sum(h.output_bytes), max(h.elapsed_us))
+           AS bytes_per_second,
+       sum(h.block_splits) AS block_splits, h.system_id
+  FROM _measure.disc_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id)
+ GROUP BY s.system_name, s.time_zone, e.ids->>'device_name', h.hour_at, h.system_id;
+GRANT SELECT ON measure.disc_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.disc_hour IS
+    'DISC hourly tier per volume, paths folded: DISC BUSY (DEVICE-QBUSY-TIME %), REQ QLEN, SEEK BUSY, CACHE HITS/MISSES, WRITE BUSY, BYTE RATE.';
+COMMENT ON COLUMN measure.disc_hour.qlen_avg IS 'REQ QLEN = REQUEST-QTIME / DELTA-TIME';
+COMMENT ON COLUMN measure.disc_hour.busy_avg IS 'DISC BUSY = DEVICE-QBUSY-TIME %';
+
+CREATE OR REPLACE VIEW measure.line_hour AS
+SELECT s.system_name, e.ids->>'device_name' AS line, h.cpu, h.hour_at,
+       (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
+       h.elapsed_us / 3.6e9 AS coverage_ratio,
+       measure.busy_percent(h.read_busy_us, h.elapsed_us) AS read_busy_avg, h.read_busy_max,
+       measure.busy_percent(h.write_busy_us, h.elapsed_us) AS write_busy_avg, h.write_busy_max,
+       measure.per_second(h.requests, h.elapsed_us) AS requests_per_second,
+       measure.per_second(h.input_bytes + h.output_bytes, h.elapsed_us) AS bytes_per_second,
+       measure.per_second(h.transactions, h.elapsed_us) AS transactions_per_second,
+       h.response_us / nullif(h.transactions, 0) / 1e6 AS response_seconds_avg,
+       h.system_id, h.entity_id
+  FROM _measure.line_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id);
+GRANT SELECT ON measure.line_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.line_hour IS
+    'LINE hourly tier: read/write busy %, requests/s, bytes/s, transactions/s, average response.';
+
+CREATE OR REPLACE VIEW measure.process_hour AS
+SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
+       e.ids->>'program_file_name' AS program_file_name, (e.ids->>'priority')::integer AS priority,
+       h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
+       h.elapsed_us / 3.6e9 AS coverage_ratio,
+       measure.busy_percent(h.busy_us, h.elapsed_us) AS busy_avg, h.busy_max, h.busy_min,
+       measure.avg_queue_length(h.pqlen_us, h.elapsed_us) AS pqlen_avg, h.pqlen_max, h.pqlen_min,
+       measure.per_second(h.vsems, h.elapsed_us) AS vsem_avg, h.vsem_max,
+       h.ready_us / nullif(h.busy_us, 0) AS ready_busy_ratio,
+       h.busy_us / 1e6 AS cpu_seconds, h.messages_sent, h.messages_received,
+       h.dispatches, h.page_faults, h.system_id, h.entity_id
+  FROM _measure.process_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id);
+GRANT SELECT ON measure.process_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.process_hour IS
+    'PROCESS hourly tier (Figure 7): PQLEN = RECV-QTIME/DELTA-TIME, VSEM = VSEMS/s, READY-BUSY = READY-TIME/CPU-BUSY-TIME. Unfiltered: apply Figure 7''s PQLEN > 0.3 in reports.';
+COMMENT ON COLUMN measure.process_hour.pqlen_avg IS 'PQLEN (Figure 7 PQLEN-AVG)';
+COMMENT ON COLUMN measure.process_hour.ready_busy_ratio IS 'READY-BUSY = READY-TIME / CPU-BUSY-TIME';
+
+-- USERDEF: the value in the unit of the counter's TYPE: ACCUM/FACCUM per second, BUSY and
+-- QBUSY %, QUEUE average queue length (measure.rate decides, style P3).
+CREATE OR REPLACE VIEW measure.userdef_hour AS
+SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
+       e.ids->>'program_file_name' AS program_file_name, upper(e.ids->>'name') AS counter_name,
+       (e.ids->>'index')::integer AS counter_index, t.counter_type,
+       h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
+       h.elapsed_us / 3.6e9 AS coverage_ratio,
+       measure.rate(t.kind, h.value_sum, h.elapsed_us) AS value_avg,
+       h.value_max * t.factor AS value_max, h.value_min * t.factor AS value_min,
+       h.value_sum, h.system_id, h.entity_id
+  FROM _measure.userdef_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id)
+  CROSS JOIN LATERAL (
+      SELECT ut AS counter_type,
+             CASE WHEN ut IN ('BUSY', 'QBUSY') THEN 'busy' WHEN ut = 'QUEUE' THEN 'queue'
+                  ELSE 'accumulating' END AS kind,
+             -- value_min/max are stored per second; convert to the TYPE's unit
+             CASE WHEN ut IN ('BUSY', 'QBUSY') THEN 1e-4 WHEN ut = 'QUEUE' THEN 1e-6
+                  ELSE 1 END AS factor
+        FROM (SELECT coalesce(_measure.user_counter_type(h.measurement_id, e.ids->>'name'),
+                              'ACCUM') AS ut) x) t;
+GRANT SELECT ON measure.userdef_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.userdef_hour IS
+    'USERDEF hourly tier per process and counter element: ACCUM per second, BUSY %, QUEUE average queue length.';
+
+CREATE OR REPLACE VIEW measure.tmf_hour AS
+SELECT s.system_name, h.cpu, h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
+       measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
+       h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
+       h.elapsed_us / 3.6e9 AS coverage_ratio,
+       measure.per_second(h.home_trans, h.elapsed_us) AS trans_avg, h.trans_max,
+       h.home_trans_us / nullif(h.home_trans, 0) / 1e6 AS lifetime_seconds_avg,
+       h.home_trans, h.remote_trans, h.aborting_trans, h.system_id, h.entity_id
+  FROM _measure.tmf_hour_best h
+  JOIN _measure.system s USING (system_id)
+  JOIN _measure.entity e USING (entity_id);
+GRANT SELECT ON measure.tmf_hour TO measure_writer, measure_api, measure_reader;
+COMMENT ON VIEW measure.tmf_hour IS
+    'TMF hourly tier per CPU: transactions begun per second, mean transaction lifetime (HOME-TRANS-QTIME / HOME-TRANS).';
+
+-- ---------------------------------------------------------------- items for the upper tiers
+
+-- The ENFORM items the shift, month and year tiers keep, one row each: value is the hour's
+-- (time-weighted) value and weight what it is weighted by when hours are combined
+-- (elapsed time, or the denominator of a ratio).
+CREATE OR REPLACE VIEW measure.tier_item (entity, item, enform, unit, help) AS VALUES
+    ('cpu', 'qlen', 'QLEN', 'length', 'CPU-QTIME / DELTA-TIME'),
+    ('cpu', 'mqlen', 'MQLEN', 'length', 'MEM-QTIME / DELTA-TIME'),
+    ('cpu', 'swap', 'SWAP', 'per_second', 'SWAPS per second'),
+    ('cpu', 'busy', 'BUSY', 'percent', 'CPU-BUSY-TIME %'),
+    ('cpu', 'ibusy', 'IBUSY', 'percent', 'INTR-BUSY-TIME %'),
+    ('cpu', 'sbusy', 'SBUSY', 'percent', 'SEND-BUSY-TIME %'),
+    ('disc', 'busy', 'DISC BUSY', 'percent', 'DEVICE-QBUSY-TIME %'),
+    ('disc', 'qlen', 'REQ QLEN', 'length', 'REQUEST-QTIME / DELTA-TIME'),
+    ('disc', 'seek_busy', 'SEEK BUSY', 'percent', 'SEEK-BUSY-TIME %'),
+    ('disc', 'write_busy', 'WRITE BUSY', 'percent', 'WRITE-BUSY-TIME %'),
+    ('disc', 'cache_hits', 'CACHE HITS', 'per_second', 'CACHE-HITS per second'),
+    ('disc', 'cache_misses', 'CACHE MISSES', 'per_second', 'CACHE-MISSES per second'),
+    ('disc', 'hit_ratio', 'HIT RATIO', 'ratio', 'CACHE-HITS / (CACHE-HITS + CACHE-MISSES)'),
+    ('disc', 'byte_rate', 'BYTE RATE', 'bytes_per_second', '(INPUT-BYTES + OUTPUT-BYTES) per second'),
+    ('line', 'read_busy', 'READ BUSY', 'percent', 'READ-BUSY-TIME %'),
+    ('line', 'write_busy', 'WRITE BUSY', 'percent', 'WRITE-BUSY-TIME %'),
+    ('line', 'requests', 'REQUESTS', 'per_second', 'REQUESTS per second'),
+    ('line', 'byte_rate', 'BYTE RATE', 'bytes_per_second', '(INPUT-BYTES + OUTPUT-BYTES) per second'),
+    ('line', 'tps', 'TRANSACTIONS', 'per_second', 'TRANSACTIONS per second'),
+    ('line', 'response', 'RESPONSE', 'seconds', 'RESPONSE-TIME / TRANSACTIONS'),
+    ('process', 'busy', 'BUSY', 'percent', 'CPU-BUSY-TIME %'),
+    ('process', 'pqlen', 'PQLEN', 'length', 'RECV-QTIME / DELTA-TIME'),
+    ('process', 'vsem', 'VSEM', 'per_second', 'VSEMS per second'),
+    ('process', 'ready_busy', 'READY-BUSY', 'ratio', 'READY-TIME / CPU-BUSY-TIME'),
+    ('userdef', 'value', 'VALUE', 'by_type', 'ACCUM per second, BUSY %, QUEUE average length'),
+    ('tmf', 'trans', 'TRANS', 'per_second', 'HOME-TRANS per second'),
+    ('tmf', 'lifetime', 'LIFETIME', 'seconds', 'HOME-TRANS-QTIME / HOME-TRANS');
+GRANT SELECT ON measure.tier_item TO measure_writer, measure_api, measure_reader;
+
+-- Every item of every subject and hour (one measurement per entity and hour).
+CREATE OR REPLACE VIEW _measure.hour_item AS
+SELECT h.system_id, 'cpu'::text AS entity, h.cpu::text AS subject, h.hour_at, h.samples,
+       h.elapsed_us, i.item, i.value, i.weight
+  FROM _measure.cpu_hour_best h
+ CROSS JOIN LATERAL (VALUES
+       ('qlen', measure.avg_queue_length(h.qlen_us, h.elapsed_us), h.elapsed_us),
+       ('mqlen', measure.avg_queue_length(h.mqlen_us, h.elapsed_us), h.elapsed_us),
+       ('swap', measure.per_second(h.swaps, h.elapsed_us), h.elapsed_us),
+       ('busy', measure.busy_percent(h.busy_us, h.elapsed_us), h.elapsed_us),
+       ('ibusy', measure.busy_percent(h.ibusy_us, h.elapsed_us), h.elapsed_us),
+       ('sbusy', measure.busy_percent(h.sbusy_us, h.elapsed_us), h.elapsed_us)) i (item, value, weight)
+UNION ALL
+SELECT d.system_id, 'disc', d.volume, d.hour_at, d.samples, d.elapsed_us, i.item, i.value, i.weight
+  FROM (SELECT h.system_id, e.ids->>'device_name' AS volume, h.hour_at, sum(h.samples) AS samples,
+               max(h.elapsed_us) AS elapsed_us, sum(h.busy_us) AS busy_us, sum(h.qlen_us) AS qlen_us,
+               sum(h.seek_busy_us) AS seek_busy_us, sum(h.write_busy_us) AS write_busy_us,
+               sum(h.cache_hits) AS cache_hits, sum(h.cache_misses) AS cache_misses,
+               sum(h.input_bytes) + sum(h.output_bytes) AS bytes
+          FROM _measure.disc_hour_best h JOIN _measure.entity e USING (entity_id)
+         GROUP BY h.system_id, e.ids->>'device_name', h.hour_at) d
+ CROSS JOIN LATERAL (VALUES
+       ('busy', measure.busy_percent(d.busy_us, d.elapsed_us), d.elapsed_us),
+       ('qlen', measure.avg_queue_length(d.qlen_us, d.elapsed_us), d.elapsed_us),
+       ('seek_busy', measure.busy_percent(d.seek_busy_us, d.elapsed_us), d.elapsed_us),
+       ('write_busy', measure.busy_percent(d.write_busy_us, d.elapsed_us), d.elapsed_us),
+       ('cache_hits', measure.per_second(d.cache_hits, d.elapsed_us), d.elapsed_us),
+       ('cache_misses', measure.per_second(d.cache_misses, d.elapsed_us), d.elapsed_us),
+       ('hit_ratio', d.cache_hits / nullif(d.cache_hits + d.cache_misses, 0),
+        d.cache_hits + d.cache_misses),
+       ('byte_rate', measure.per_second(d.bytes, d.elapsed_us), d.elapsed_us)) i (item, value, weight)
+UNION ALL
+SELECT h.system_id, 'line', h.entity_id::text, h.hour_at, h.samples, h.elapsed_us, i.item, i.value, i.weight
+  FROM _measure.line_hour_best h
+ CROSS JOIN LATERAL (VALUES
+       ('read_busy', measure.busy_percent(h.read_busy_us, h.elapsed_us), h.elapsed_us),
+       ('write_busy', measure.busy_percent(h.write_busy_us, h.elapsed_us), h.elapsed_us),
+       ('requests', measure.per_second(h.requests, h.elapsed_us), h.elapsed_us),
+       ('byte_rate', measure.per_second(h.input_bytes + h.output_bytes, h.elapsed_us), h.elapsed_us),
+       ('tps', measure.per_second(h.transactions, h.elapsed_us), h.elapsed_us),
+       ('response', h.response_us / nullif(h.transactions, 0) / 1e6, h.transactions)) i (item, value, weight)
+UNION ALL
+SELECT h.system_id, 'process', h.entity_id::text, h.hour_at, h.samples, h.elapsed_us, i.item, i.value, i.weight
+  FROM _measure.process_hour_best h
+ CROSS JOIN LATERAL (VALUES
+       ('busy', measure.busy_percent(h.busy_us, h.elapsed_us), h.elapsed_us),
+       ('pqlen', measure.avg_queue_length(h.pqlen_us, h.elapsed_us), h.elapsed_us),
+       ('vsem', measure.per_second(h.vsems, h.elapsed_us), h.elapsed_us),
+       ('ready_busy', h.ready_us / nullif(h.busy_us, 0), h.busy_us)) i (item, value, weight)
+UNION ALL
+SELECT u.system_id, 'userdef', u.entity_id::text, u.hour_at, u.samples, u.elapsed_seconds * 1e6,
+       'value', u.value_avg, u.elapsed_seconds * 1e6
+  FROM measure.userdef_hour u
+UNION ALL
+SELECT h.system_id, 'tmf', h.cpu::text, h.hour_at, h.samples, h.elapsed_us, i.item, i.value, i.weight
+  FROM _measure.tmf_hour_best h
+ CROSS JOIN LATERAL (VALUES
+       ('trans', measure.per_second(h.home_trans, h.elapsed_us), h.elapsed_us),
+       ('lifetime', h.home_trans_us / nullif(h.home_trans, 0) / 1e6, h.home_trans)) i (item, value, weight);
+GRANT SELECT ON _measure.hour_item TO measure_writer;
+
+-- ---------------------------------------------------------------- condensing
+
+CREATE OR REPLACE FUNCTION _measure.note_intervals(p_system smallint, p_from timestamptz,
+                                                   p_to timestamptz)
+RETURNS integer LANGUAGE sql AS $$
+    WITH marked AS (
+        INSERT INTO _measure.tier_dirty AS d (system_id, hour_at)
+        SELECT p_system, h
+          FROM generate_series(date_bin(INTERVAL '1 hour', p_from, TIMESTAMPTZ '2000-01-01 00:00:00+00'),
+                               p_to, INTERVAL '1 hour') h
+        ON CONFLICT (system_id, hour_at) DO UPDATE SET noted_at = now()
+        RETURNING 1)
+    SELECT count(*)::integer FROM marked
+$$;
+GRANT EXECUTE ON FUNCTION _measure.note_intervals(smallint, timestamptz, timestamptz) TO measure_writer;
+
+-- Recompute the shifts that contain the given hours, then their months and years, from the
+-- hour tiers (which must already be current for those hours).
+CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_lo timestamptz;
+    v_hi timestamptz;
+BEGIN
+    CREATE TEMP TABLE IF NOT EXISTS _aff_shift (shift_day date, shift_no smallint,
+                                                start_at timestamptz, end_at timestamptz)
+        ON COMMIT DROP;
+    TRUNCATE _aff_shift;
+    INSERT INTO _aff_shift
+    SELECT DISTINCT s.shift_day, s.shift_no, b.start_at, b.end_at
+      FROM unnest(p_hours) h
+     CROSS JOIN LATERAL _measure.shift_of(p_system, h) s
+     CROSS JOIN LATERAL _measure.shift_bounds(p_system, s.shift_day, s.shift_no) b;
+    SELECT min(start_at), max(end_at) INTO v_lo, v_hi FROM _aff_shift;
+    IF v_lo IS NULL THEN
+        RETURN;
+    END IF;
+
+    DELETE FROM _measure.tier_shift t USING _aff_shift a
+     WHERE t.system_id = p_system AND t.shift_day = a.shift_day AND t.shift_no = a.shift_no;
+    INSERT INTO _measure.tier_shift (system_id, entity, subject, item, shift_day, shift_no, hours,
+                                     shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax)
+    SELECT p_system, i.entity, i.subject, i.item, a.shift_day, a.shift_no,
+           count(*), extract(epoch FROM a.end_at - a.start_at) / 3600,
+           sum(i.samples), sum(i.elapsed_us),
+           coalesce(sum(i.value * i.weight), 0), coalesce(sum(i.weight) FILTER (WHERE i.value IS NOT NULL), 0),
+           min(i.value), max(i.value)
+      FROM _measure.hour_item i
+      JOIN _aff_shift a ON i.hour_at >= a.start_at AND i.hour_at < a.end_at
+     WHERE i.system_id = p_system AND i.hour_at >= v_lo AND i.hour_at < v_hi
+     GROUP BY i.entity, i.subject, i.item, a.shift_day, a.shift_no, a.start_at, a.end_at;
+
+    DELETE FROM _measure.tier_month t
+     WHERE t.system_id = p_system
+       AND t.month IN (SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift);
+    INSERT INTO _measure.tier_month (system_id, entity, subject, item, month, shift_no, shifts, hours,
+                                     shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
+    SELECT p_system, entity, subject, item, date_trunc('month', shift_day)::date, shift_no,
+           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
+           min(vmin), max(vmax), max(vmax - vmin)
+      FROM _measure.tier_shift
+     WHERE system_id = p_system
+       AND date_trunc('month', shift_day)::date IN
+           (SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift)
+     GROUP BY entity, subject, item, date_trunc('month', shift_day)::date, shift_no;
+
+    DELETE FROM _measure.tier_year t
+     WHERE t.system_id = p_system
+       AND t.year IN (SELECT DISTINCT extract(year FROM shift_day)::smallint FROM _aff_shift);
+    INSERT INTO _measure.tier_year (system_id, entity, subject, item, year, shift_no, months, hours,
+                                    shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
+    SELECT p_system, entity, subject, item, extract(year FROM month)::smallint, shift_no,
+           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
+           min(vmin), max(vmax), max(delt_max)
+      FROM _measure.tier_month
+     WHERE system_id = p_system
+       AND extract(year FROM month)::smallint IN
+           (SELECT DISTINCT extract(year FROM shift_day)::smallint FROM _aff_shift)
+     GROUP BY entity, subject, item, extract(year FROM month)::smallint, shift_no;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_upper(smallint, timestamptz[]) TO measure_writer;
+
+-- Why raw data older than p_cutoff may not be dropped yet (NULL: it may).
+CREATE OR REPLACE FUNCTION _measure.purge_blocker(p_cutoff timestamptz)
+RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_n bigint;
+    v_first timestamptz;
+    v_type text;
+BEGIN
+    SELECT count(*), min(hour_at) INTO v_n, v_first FROM _measure.tier_dirty
+     WHERE hour_at < p_cutoff;
+    IF v_n > 0 THEN
+        RETURN format('%s hour(s) before %s are not condensed yet (first %s); run '
+                      'SELECT _measure.condense() (TimescaleDB: wait for the tiers job) and retry',
+                      v_n, p_cutoff, v_first);
+    END IF;
+    SELECT t.entity, min(ir.from_at) INTO v_type, v_first
+      FROM _measure.interval_record ir
+      JOIN _measure.entity_type t USING (type_code)
+     WHERE ir.from_at < p_cutoff
+       AND t.entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf')
+       AND NOT EXISTS (
+           SELECT 1 FROM (
+               SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.cpu_hour
+               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.disc_hour
+               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.line_hour
+               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.process_hour
+               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.userdef_hour
+               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.tmf_hour) h
+            WHERE h.system_id = ir.system_id AND h.entity_id = ir.entity_id
+              AND h.measurement_id = ir.measurement_id
+              AND h.hour_at = date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00'))
+     GROUP BY t.entity
+     ORDER BY min(ir.from_at)
+     LIMIT 1;
+    IF v_type IS NOT NULL THEN
+        RETURN format('%s interval records from %s on have no hour tier yet; mark them with '
+                      '_measure.note_intervals(...) and condense before purging', v_type, v_first);
+    END IF;
+    RETURN NULL;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.purge_blocker(timestamptz) TO measure_writer;
+
+-- ---------------------------------------------------------------- public shift/month/year views
+
+-- measure.<entity>_shift, _month and _year pivot the long upper tiers into one row per
+-- subject and bucket with, per item of measure.tier_item: <item>_avg (time-weighted),
+-- <item>_max, <item>_min and <item>_delt (shift: max - min of the hourly values; month and
+-- year: the largest delt of the tier below, Figure 8's BUSY-DELT-M = MAX(BUSY-DELT-D)).
+-- Generated here from measure.tier_item so that the three tiers of the six entities cannot
+-- drift apart; each column carries its ENFORM name as a comment (QLEN-AVG-D ...).
+DO $gen$
+DECLARE
+    ent text;
+    tier text;
+    subj text;
+    joins text;
+    bucket text;
+    counts text;
+    items text;
+    comments text[];
+    r record;
+    suffix text;
+    delt text;
+BEGIN
+    FOREACH ent IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
+        subj := CASE ent
+            WHEN 'cpu' THEN 't.subject::smallint AS cpu'
+            WHEN 'tmf' THEN 't.subject::smallint AS cpu'
+            WHEN 'disc' THEN 't.subject AS volume'
+            WHEN 'line' THEN 'e.ids->>''device_name'' AS line, e.cpu'
+            WHEN 'process' THEN 'e.cpu, (e.ids->>''pin'')::integer AS pin, e.ids->>''process_name'' AS process_name, '
+                                || 'e.ids->>''program_file_name'' AS program_file_name, (e.ids->>''priority'')::integer AS priority'
+            WHEN 'userdef' THEN 'e.cpu, (e.ids->>''pin'')::integer AS pin, e.ids->>''process_name'' AS process_name, '
+                                || 'e.ids->>''program_file_name'' AS program_file_name, upper(e.ids->>''name'') AS counter_name, '
+                                || '(e.ids->>''index'')::integer AS counter_index'
+        END;
+        joins := CASE WHEN ent IN ('line', 'process', 'userdef')
+                      THEN ' LEFT JOIN _measure.entity e ON e.entity_id = t.subject::bigint' ELSE '' END;
+        FOREACH tier IN ARRAY ARRAY['shift', 'month', 'year'] LOOP
+            bucket := CASE tier WHEN 'shift' THEN 'shift_day' WHEN 'month' THEN 'month' ELSE 'year' END;
+            counts := CASE tier WHEN 'shift' THEN 'max(hours) AS hours'
+                                WHEN 'month' THEN 'max(shifts) AS shifts, max(hours) AS hours'
+                                ELSE 'max(months) AS months, max(hours) AS hours' END;
+            suffix := CASE tier WHEN 'shift' THEN '-D' WHEN 'month' THEN '-M' ELSE '-Y' END;
+            delt := CASE tier WHEN 'shift' THEN 'max(vmax) - min(vmin)' ELSE 'max(delt_max)' END;
+            items := '';
+            comments := ARRAY[]::text[];
+            FOR r IN SELECT item, enform FROM measure.tier_item WHERE entity = ent LOOP
+                items := items || format(
+                    E',\n       sum(wsum) FILTER (WHERE item = %1$L) / nullif(sum(weight) FILTER (WHERE item = %1$L), 0) AS %2$I'
+                    ',\n       max(vmax) FILTER (WHERE item = %1$L) AS %3$I'
+                    ',\n       min(vmin) FILTER (WHERE item = %1$L) AS %4$I'
+                    ',\n       %5$s AS %6$I',
+                    r.item, r.item || '_avg', r.item || '_max', r.item || '_min',
+                    replace(delt, ')', ') FILTER (WHERE item = ' || quote_literal(r.item) || ')'),
+                    r.item || '_delt');
+                comments := comments
+                    || format('COMMENT ON COLUMN measure.%I.%I IS %L', ent || '_' || tier, r.item || '_avg', r.enform || '-AVG' || suffix || ' (time-weighted)')
+                    || format('COMMENT ON COLUMN measure.%I.%I IS %L', ent || '_' || tier, r.item || '_max', r.enform || '-MAX' || suffix)
+                    || format('COMMENT ON COLUMN measure.%I.%I IS %L', ent || '_' || tier, r.item || '_min', r.enform || '-MIN' || suffix)
+                    || format('COMMENT ON COLUMN measure.%I.%I IS %L', ent || '_' || tier, r.item || '_delt', r.enform || '-DELT' || suffix);
+            END LOOP;
+            EXECUTE format($v$
+CREATE OR REPLACE VIEW measure.%1$I AS
+SELECT s.system_name, %2$s, t.%3$I, t.shift_no, t.%4$s, t.shift_hours,
+       t.elapsed_us / (t.shift_hours * 3.6e9) AS coverage_ratio, t.samples%5$s,
+       t.system_id, t.subject
+  FROM (SELECT system_id, subject, %3$I, shift_no, %6$s, max(shift_hours) AS shift_hours,
+               max(elapsed_us) AS elapsed_us, max(samples) AS samples%7$s
+          FROM _measure.tier_%8$s WHERE entity = %9$L
+         GROUP BY system_id, subject, %3$I, shift_no) t
+  JOIN _measure.system s USING (system_id)%10$s$v$,
+                ent || '_' || tier, subj, bucket,
+                CASE tier WHEN 'shift' THEN 'hours' WHEN 'month' THEN 'shifts, t.hours' ELSE 'months, t.hours' END,
+                (SELECT string_agg(format(E',\n       t.%1$I, t.%2$I, t.%3$I, t.%4$I', item || '_avg', item || '_max', item || '_min', item || '_delt'), '')
+                   FROM measure.tier_item WHERE entity = ent),
+                counts, items, tier, ent, joins);
+            EXECUTE format('GRANT SELECT ON measure.%I TO measure_writer, measure_api, measure_reader', ent || '_' || tier);
+            EXECUTE format('COMMENT ON VIEW measure.%I IS %L', ent || '_' || tier,
+                           upper(ent) || ' ' || tier || ' tier (ENFORM ' ||
+                           CASE tier WHEN 'shift' THEN 'Figure 6, CPUSHFT<n>' WHEN 'month' THEN 'Figure 8, CPLNYEAR' ELSE 'years over months' END ||
+                           '): one row per system, subject, ' || bucket || ' and shift; coverage_ratio = measured time / shift length.');
+            FOR i IN 1 .. coalesce(array_length(comments, 1), 0) LOOP
+                EXECUTE comments[i];
+            END LOOP;
+        END LOOP;
+    END LOOP;
+END
+$gen$;

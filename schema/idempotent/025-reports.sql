@@ -1,0 +1,362 @@
+-- 025-reports: the ENFORM reports of the 1986 articles as SQL functions (measure.report_*),
+-- readable by measure_api and measure_reader. queries/<name>.sql call them with named
+-- parameters; collector/reports.py renders them (text in the ENFORM layout, CSV, JSON).
+-- Each function is SECURITY DEFINER with a fixed search_path: readers see the result,
+-- never the storage. An unknown system is an error (P0002) naming it.
+
+CREATE OR REPLACE FUNCTION measure.system_id_of(p_system text)
+RETURNS smallint LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v smallint;
+BEGIN
+    SELECT system_id INTO v FROM _measure.system WHERE upper(system_name) = upper(p_system);
+    IF v IS NULL THEN
+        RAISE EXCEPTION 'unknown system %', p_system USING ERRCODE = 'no_data_found',
+              HINT = 'system: one of ' || coalesce((SELECT string_agg(system_name, ', ' ORDER BY system_name)
+                                                   FROM _measure.system), '(none yet)');
+    END IF;
+    RETURN v;
+END
+$$;
+REVOKE ALL ON FUNCTION measure.system_id_of(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.system_id_of(text) TO measure_writer, measure_api, measure_reader;
+
+-- The thresholds in force for a system: its own rows, else the defaults.
+CREATE OR REPLACE VIEW measure.threshold AS
+SELECT s.system_name, t.entity, t.item, t.operator, t.limit_value, t.help, s.system_id
+  FROM _measure.system s
+  JOIN _measure.threshold t ON t.system_id = s.system_id
+    OR (t.system_id IS NULL AND NOT EXISTS (
+            SELECT 1 FROM _measure.threshold o
+             WHERE o.system_id = s.system_id AND o.entity = t.entity AND o.item = t.item
+               AND o.operator = t.operator))
+ WHERE t.enabled;
+GRANT SELECT ON measure.threshold TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.breaks(value numeric, operator text, limit_value numeric)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE operator WHEN '>' THEN value > limit_value WHEN '>=' THEN value >= limit_value
+                         WHEN '<' THEN value < limit_value WHEN '<=' THEN value <= limit_value END
+$$;
+GRANT EXECUTE ON FUNCTION measure.breaks(numeric, text, numeric) TO measure_writer, measure_api, measure_reader;
+
+-- Threshold violations of any entity type on one shift day (all shifts when p_shift is
+-- NULL): one row per subject, hour and broken threshold ("use similar queries for process,
+-- disk, line and USERDEF data"). Items are columns of measure.<entity>_hour.
+CREATE OR REPLACE FUNCTION measure.report_threshold_items(p_system text, p_day date,
+                                                          p_shift integer DEFAULT NULL,
+                                                          p_entity text DEFAULT 'cpu')
+RETURNS TABLE (entity text, subject text, hour_at timestamptz, time_of_day text, shift_no smallint,
+               item text, value numeric, operator text, limit_value numeric)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sys smallint := measure.system_id_of(p_system);
+BEGIN
+    IF p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
+        RAISE EXCEPTION 'unknown entity %', p_entity USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'entity: one of cpu, disc, line, process, userdef, tmf';
+    END IF;
+    RETURN QUERY EXECUTE format($q$
+        SELECT %3$L::text, h.subject, h.hour_at, to_char(h.local_hour, 'HH24:MI'), sh.shift_no,
+               t.item, (h.j ->> t.item)::numeric, t.operator, t.limit_value
+          FROM (SELECT v.hour_at, v.local_hour, to_jsonb(v) AS j,
+                       concat_ws(' ', %2$s) AS subject
+                  FROM measure.%1$I v
+                 WHERE v.system_id = $1
+                   AND v.hour_at >= ($2 - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+                   AND v.hour_at < ($2 + 3 + time '00:00') AT TIME ZONE 'UTC') h
+         CROSS JOIN LATERAL _measure.shift_of($1, h.hour_at) sh
+          JOIN measure.threshold t ON t.system_id = $1 AND t.entity = %3$L
+         WHERE sh.shift_day = $2 AND ($3 IS NULL OR sh.shift_no = $3)
+           AND measure.breaks((h.j ->> t.item)::numeric, t.operator, t.limit_value)
+         ORDER BY h.subject, h.hour_at, t.item$q$,
+        p_entity || '_hour',
+        CASE p_entity WHEN 'cpu' THEN 'v.cpu' WHEN 'tmf' THEN 'v.cpu' WHEN 'disc' THEN 'v.volume'
+                      WHEN 'line' THEN 'v.line'
+                      WHEN 'process' THEN 'v.cpu, v.pin, v.process_name'
+                      ELSE 'v.process_name, v.counter_name, v.counter_index' END,
+        p_entity)
+    USING v_sys, p_day, p_shift;
+END
+$$;
+REVOKE ALL ON FUNCTION measure.report_threshold_items(text, date, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_threshold_items(text, date, integer, text)
+    TO measure_writer, measure_api, measure_reader;
+
+-- Figure 9 / Figure 1: the CPU-hours of one shift day that break at least one CPU
+-- threshold, with the Figure 1 columns in order.
+CREATE OR REPLACE FUNCTION measure.report_threshold(p_system text, p_day date, p_shift integer DEFAULT NULL)
+RETURNS TABLE (cpu smallint, time_of_day text, hour_at timestamptz, shift_no smallint,
+               qlen_max numeric, qlen_delt numeric, swap_max numeric, busy_max numeric,
+               busy_delt numeric, ibusy_max numeric, qlen_avg numeric, swap_avg numeric,
+               busy_avg numeric, ibusy_avg numeric, os_version text, broken text[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT h.cpu, to_char(h.local_hour, 'HH24:MI'), h.hour_at, v.shift_no,
+           h.qlen_max, h.qlen_delt, h.swap_max, h.busy_max, h.busy_delt, h.ibusy_max,
+           h.qlen_avg, h.swap_avg, h.busy_avg, h.ibusy_avg, h.os_version, v.broken
+      FROM (SELECT i.hour_at, i.subject, min(i.shift_no) AS shift_no,
+                   array_agg(i.item || ' ' || i.operator || ' ' || i.limit_value ORDER BY i.item) AS broken
+              FROM measure.report_threshold_items(p_system, p_day, p_shift, 'cpu') i
+             GROUP BY i.hour_at, i.subject) v
+      JOIN measure.cpu_hour h
+        ON h.system_id = measure.system_id_of(p_system) AND h.hour_at = v.hour_at
+       AND h.cpu::text = v.subject
+     ORDER BY h.cpu, h.hour_at
+$$;
+REVOKE ALL ON FUNCTION measure.report_threshold(text, date, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_threshold(text, date, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+-- Figure 2: per local day, the hour with the largest average CPU queue length of any CPU
+-- (ties: earliest hour, then lowest CPU); DELT = max - min over the CPUs in that hour.
+CREATE OR REPLACE FUNCTION measure.report_cpu_trend(p_system text, p_from date, p_to date)
+RETURNS TABLE (system_name text, day date, loadid text, cpu smallint, cpu_type text,
+               os_version text, qlen_max numeric, qlen_delt numeric, swap_max numeric,
+               busy_max numeric, busy_delt numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH h AS (
+        SELECT c.*, c.local_hour::date AS day,
+               max(c.qlen_avg) OVER w AS hq_max, min(c.qlen_avg) OVER w AS hq_min,
+               max(c.swap_avg) OVER w AS hs_max, max(c.busy_avg) OVER w AS hb_max,
+               min(c.busy_avg) OVER w AS hb_min
+          FROM measure.cpu_hour c
+         WHERE c.system_id = measure.system_id_of(p_system)
+           AND c.hour_at >= (p_from + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+           AND c.hour_at < (p_to + 2 + time '00:00') AT TIME ZONE 'UTC'
+        WINDOW w AS (PARTITION BY c.hour_at))
+    SELECT DISTINCT ON (h.day) h.system_name, h.day, h.loadid, h.cpu, h.cpu_type, h.os_version,
+           h.hq_max, h.hq_max - h.hq_min, h.hs_max, h.hb_max, h.hb_max - h.hb_min
+      FROM h
+     WHERE h.day BETWEEN p_from AND p_to
+     ORDER BY h.day, h.qlen_avg DESC NULLS LAST, h.hour_at, h.cpu
+$$;
+REVOKE ALL ON FUNCTION measure.report_cpu_trend(text, date, date) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_cpu_trend(text, date, date) TO measure_writer, measure_api, measure_reader;
+
+-- ---------------------------------------------------------------- process and file reports
+-- ("Performance Considerations for Application Processes", Figures 1-7): over the interval
+-- records whose FROM-TIMESTAMP lies in [p_from, p_to) (optionally of one measurement).
+
+CREATE OR REPLACE FUNCTION _measure.window_sums(p_system smallint, p_type text, p_from timestamptz,
+                                                p_to timestamptz, p_measurement integer)
+RETURNS TABLE (entity_id bigint, record_at timestamptz, ids jsonb, cpu smallint,
+               first_at timestamptz, last_at timestamptz, run_us numeric, c numeric[])
+LANGUAGE sql STABLE AS $$
+    -- one row per counter record (entity incarnation): summed deltas (negative clamped to 0)
+    WITH r AS (
+        SELECT ir.* FROM _measure.interval_record ir
+          JOIN _measure.entity_type t ON t.type_code = ir.type_code
+         WHERE ir.system_id = p_system AND t.entity = p_type
+           AND ir.from_at >= p_from AND ir.from_at < p_to
+           AND (p_measurement IS NULL OR ir.measurement_id = p_measurement)),
+    meta AS (
+        SELECT r.entity_id, r.record_at, min(r.cpu) AS cpu, min(r.from_at) AS first_at,
+               max(r.to_at) AS last_at, sum(r.delta_us) AS run_us
+          FROM r GROUP BY 1, 2),
+    sums AS (
+        SELECT r.entity_id, r.record_at, u.n, sum(greatest(u.v, 0)) AS s
+          FROM r, unnest(r.counters) WITH ORDINALITY u (v, n) GROUP BY 1, 2, 3),
+    arr AS (
+        SELECT entity_id, record_at, array_agg(s ORDER BY n) AS c FROM sums GROUP BY 1, 2)
+    SELECT m.entity_id, m.record_at, e.ids, m.cpu, m.first_at, m.last_at, m.run_us, a.c
+      FROM meta m JOIN arr a USING (entity_id, record_at)
+      JOIN _measure.entity e ON e.entity_id = m.entity_id
+$$;
+GRANT EXECUTE ON FUNCTION _measure.window_sums(smallint, text, timestamptz, timestamptz, integer) TO measure_writer;
+
+CREATE OR REPLACE FUNCTION measure.report_process_summary(p_system text, p_from timestamptz,
+                                                          p_to timestamptz, p_measurement integer DEFAULT NULL)
+RETURNS TABLE (program_file_name text, process_count bigint, cpu_seconds numeric,
+               messages_received numeric, messages_sent numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.ids->>'program_file_name', count(*), sum(w.c[1]) / 1e6, sum(w.c[7]), sum(w.c[6])
+      FROM _measure.window_sums(measure.system_id_of(p_system), 'process', p_from, p_to, p_measurement) w
+     GROUP BY 1 ORDER BY 1
+$$;
+REVOKE ALL ON FUNCTION measure.report_process_summary(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_process_summary(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.report_busy_process(p_system text, p_from timestamptz, p_to timestamptz,
+                                                       p_min_cpu_seconds numeric DEFAULT 600,
+                                                       p_max_priority integer DEFAULT 200,
+                                                       p_measurement integer DEFAULT NULL)
+RETURNS TABLE (program_file_name text, process_name text, cpu smallint, pin integer,
+               run_seconds numeric, cpu_seconds numeric, cpu_utilization_ratio numeric,
+               io_per_second numeric, priority integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.ids->>'program_file_name', w.ids->>'process_name', w.cpu, (w.ids->>'pin')::integer,
+           w.run_us / 1e6, w.c[1] / 1e6, w.c[1] / nullif(w.run_us, 0),
+           measure.per_second(w.c[6], w.run_us), (w.ids->>'priority')::integer
+      FROM _measure.window_sums(measure.system_id_of(p_system), 'process', p_from, p_to, p_measurement) w
+     WHERE w.c[1] / 1e6 > p_min_cpu_seconds AND (w.ids->>'priority')::integer < p_max_priority
+     ORDER BY w.c[1] DESC, 1, 2
+$$;
+REVOKE ALL ON FUNCTION measure.report_busy_process(text, timestamptz, timestamptz, numeric, integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_busy_process(text, timestamptz, timestamptz, numeric, integer, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.report_process_activity(p_system text, p_from timestamptz, p_to timestamptz,
+                                                           p_measurement integer DEFAULT NULL)
+RETURNS TABLE (program_file_name text, process_name text, cpu smallint, pin integer,
+               cpu_seconds_per_trans numeric, io_per_trans numeric, cpu_seconds_per_io numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.ids->>'program_file_name', w.ids->>'process_name', w.cpu, (w.ids->>'pin')::integer,
+           w.c[1] / w.c[7] / 1e6, w.c[6] / w.c[7], w.c[1] / w.c[6] / 1e6
+      FROM _measure.window_sums(measure.system_id_of(p_system), 'process', p_from, p_to, p_measurement) w
+     WHERE w.c[7] > 0 AND w.c[6] > 0
+     ORDER BY w.c[1] DESC, 1, 2
+$$;
+REVOKE ALL ON FUNCTION measure.report_process_activity(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_process_activity(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+-- Figure 5: the disc FILE opens (DEVICE-TYPE 3) of the processes in CPU p_cpu (and PIN
+-- p_pin, if given), one row per file with the process's header columns repeated.
+CREATE OR REPLACE FUNCTION measure.report_process_disc_file_activity(p_system text, p_from timestamptz,
+                                                                     p_to timestamptz, p_cpu integer,
+                                                                     p_pin integer DEFAULT NULL)
+RETURNS TABLE (process_name text, cpu smallint, pin integer, program_file_name text,
+               from_at timestamptz, to_at timestamptz, cpu_busy_seconds numeric,
+               messages_sent numeric, messages_received numeric, file_name text,
+               reads numeric, writes numeric, deletes_or_writereads numeric, info_calls numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH p AS (SELECT * FROM _measure.window_sums(measure.system_id_of(p_system), 'process', p_from, p_to, NULL)
+                WHERE cpu = p_cpu AND (p_pin IS NULL OR (ids->>'pin')::integer = p_pin)),
+         f AS (SELECT * FROM _measure.window_sums(measure.system_id_of(p_system), 'file', p_from, p_to, NULL)
+                WHERE (ids->>'device_type')::integer = 3)
+    SELECT p.ids->>'process_name', p.cpu, (p.ids->>'pin')::integer, p.ids->>'program_file_name',
+           p.first_at, p.last_at, p.c[1] / 1e6, p.c[6], p.c[7], f.ids->>'file_name',
+           f.c[2], f.c[3], f.c[5], f.c[6]
+      FROM p JOIN f ON (f.ids->>'opener_cpu')::integer = p.cpu
+                   AND (f.ids->>'opener_pin')::integer = (p.ids->>'pin')::integer
+                   AND f.first_at < p.last_at AND f.last_at > p.first_at
+     ORDER BY p.cpu, 3, p.first_at, f.ids->>'file_name'
+$$;
+REVOKE ALL ON FUNCTION measure.report_process_disc_file_activity(text, timestamptz, timestamptz, integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_process_disc_file_activity(text, timestamptz, timestamptz, integer, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.report_file_summary(p_system text, p_from timestamptz, p_to timestamptz,
+                                                       p_measurement integer DEFAULT NULL)
+RETURNS TABLE (file_name text, open_count bigint, reads numeric, writes numeric, updates numeric,
+               deletes numeric, info_calls numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.ids->>'file_name', count(*), sum(w.c[2]), sum(w.c[3]), sum(w.c[4]), sum(w.c[5]), sum(w.c[6])
+      FROM _measure.window_sums(measure.system_id_of(p_system), 'file', p_from, p_to, p_measurement) w
+     WHERE (w.ids->>'device_type')::integer = 3 AND strpos(w.ids->>'file_name', '#') = 0
+       AND w.c[2] + w.c[3] + w.c[4] + w.c[5] + w.c[6] > 0
+     GROUP BY 1 ORDER BY 1
+$$;
+REVOKE ALL ON FUNCTION measure.report_file_summary(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_file_summary(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.report_discopen_summary(p_system text, p_from timestamptz, p_to timestamptz,
+                                                           p_measurement integer DEFAULT NULL)
+RETURNS TABLE (file_name text, open_count bigint, input_calls numeric, cache_hits numeric,
+               output_calls numeric, block_splits numeric, stalls numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.ids->>'file_name', count(*), sum(w.c[2]), sum(w.c[4]), sum(w.c[3]), sum(w.c[7]), sum(w.c[8])
+      FROM _measure.window_sums(measure.system_id_of(p_system), 'discopen', p_from, p_to, p_measurement) w
+     WHERE strpos(w.ids->>'file_name', '#') = 0 AND w.c[2] + w.c[3] > 0
+     GROUP BY 1 ORDER BY 1
+$$;
+REVOKE ALL ON FUNCTION measure.report_discopen_summary(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_discopen_summary(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+-- ATM article Table 4/5: CPU milliseconds per transaction by component. Transactions are
+-- the LINE TRANSACTIONS of the window, or the MESSAGES-RECEIVED of the processes named
+-- p_transaction_process (LIKE pattern). System overhead = CPU busy - busy of every
+-- measured process. Components come from _measure.component_map.
+CREATE OR REPLACE FUNCTION measure.report_transaction_resource(p_system text, p_from timestamptz,
+                                                               p_to timestamptz,
+                                                               p_transaction_process text DEFAULT NULL)
+RETURNS TABLE (component text, cpu_ms_per_transaction numeric, cpu_seconds numeric,
+               transactions numeric, transactions_per_second_per_cpu numeric,
+               cpu_utilization_percent numeric, response_seconds_avg numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH sys AS (SELECT measure.system_id_of(p_system) AS id),
+    cpu AS (SELECT sum(w.c[1]) AS busy_us, sum(w.run_us) AS run_us, count(*) AS cpus
+              FROM sys, _measure.window_sums(sys.id, 'cpu', p_from, p_to, NULL) w),
+    proc AS (SELECT w.*, coalesce((
+                 SELECT m.component FROM _measure.component_map m
+                  WHERE (m.system_id IS NULL OR m.system_id = (SELECT id FROM sys))
+                    AND upper(w.ids->>m.match_on) LIKE upper(m.pattern)
+                  ORDER BY m.priority, m.component_map_id LIMIT 1), 'other') AS component
+               FROM sys, _measure.window_sums(sys.id, 'process', p_from, p_to, NULL) w),
+    line AS (SELECT sum(w.c[11]) AS trans, sum(w.c[12]) AS resp_us
+               FROM sys, _measure.window_sums(sys.id, 'line', p_from, p_to, NULL) w),
+    tx AS (SELECT CASE WHEN p_transaction_process IS NULL THEN (SELECT trans FROM line)
+                       ELSE (SELECT sum(c[7]) FROM proc WHERE ids->>'process_name' LIKE p_transaction_process) END AS n),
+    parts AS (SELECT component, sum(c[1]) AS busy_us FROM proc GROUP BY component
+              UNION ALL
+              SELECT 'system_overhead', (SELECT busy_us FROM cpu) - coalesce((SELECT sum(c[1]) FROM proc), 0))
+    SELECT p.component, p.busy_us / 1e3 / nullif(tx.n, 0), p.busy_us / 1e6, tx.n,
+           measure.per_second(tx.n, (SELECT run_us FROM cpu)) ,
+           measure.busy_percent((SELECT busy_us FROM cpu), (SELECT run_us FROM cpu)),
+           (SELECT resp_us / nullif(trans, 0) / 1e6 FROM line)
+      FROM parts p, tx
+    UNION ALL
+    SELECT 'total', (SELECT busy_us FROM cpu) / 1e3 / nullif(tx.n, 0), (SELECT busy_us FROM cpu) / 1e6, tx.n,
+           measure.per_second(tx.n, (SELECT run_us FROM cpu)),
+           measure.busy_percent((SELECT busy_us FROM cpu), (SELECT run_us FROM cpu)),
+           (SELECT resp_us / nullif(trans, 0) / 1e6 FROM line)
+      FROM tx
+     ORDER BY 1
+$$;
+REVOKE ALL ON FUNCTION measure.report_transaction_resource(text, timestamptz, timestamptz, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_transaction_resource(text, timestamptz, timestamptz, text)
+    TO measure_writer, measure_api, measure_reader;
+
+-- "Capacity Planning Concepts": per CPU and disc volume, the daily peak-hour busy % (the
+-- largest hourly busy of the day, from the shift tier), its least-squares trend over the
+-- window, the date the trend crosses p_capacity (default 70 %) and the same at +15 % and
+-- -15 % of the estimate (crossing_early / crossing_late), the month tier's peak for
+-- reference, and for CPUs a what-if: the peak if the busiest other CPU halted and its load
+-- were spread evenly over the remaining CPUs.
+CREATE OR REPLACE FUNCTION measure.report_capacity_forecast(p_system text, p_from date, p_to date,
+                                                            p_capacity numeric DEFAULT 70)
+RETURNS TABLE (entity text, subject text, days bigint, peak_busy_first numeric, peak_busy_last numeric,
+               slope_per_day numeric, crossing_date date, crossing_early date, crossing_late date,
+               month_peak numeric, busy_if_one_halted numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH d AS (
+        SELECT t.entity, t.subject, t.shift_day AS day, max(t.vmax) AS peak
+          FROM _measure.tier_shift t
+         WHERE t.system_id = measure.system_id_of(p_system) AND t.item = 'busy'
+           AND t.entity IN ('cpu', 'disc') AND t.shift_day BETWEEN p_from AND p_to
+         GROUP BY 1, 2, 3),
+    fit AS (
+        SELECT entity, subject, count(*) AS days,
+               regr_slope(peak, day - p_from)::numeric AS slope, regr_intercept(peak, day - p_from)::numeric AS icpt,
+               (array_agg(peak ORDER BY day))[1] AS first_peak,
+               (array_agg(peak ORDER BY day DESC))[1] AS last_peak
+          FROM d GROUP BY 1, 2),
+    ncpu AS (SELECT count(*) AS n FROM fit WHERE entity = 'cpu'),
+    cross_at AS (
+        SELECT f.*, m.month_peak,
+               CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity - f.icpt) / f.slope)::integer END AS at_est,
+               CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity / 1.15 - f.icpt) / f.slope)::integer END AS at_early,
+               CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity / 0.85 - f.icpt) / f.slope)::integer END AS at_late
+          FROM fit f
+          LEFT JOIN LATERAL (
+              SELECT max(tm.vmax) AS month_peak FROM _measure.tier_month tm
+               WHERE tm.system_id = measure.system_id_of(p_system) AND tm.entity = f.entity
+                 AND tm.subject = f.subject AND tm.item = 'busy'
+                 AND tm.month BETWEEN date_trunc('month', p_from)::date AND p_to) m ON true)
+    SELECT c.entity, c.subject, c.days, round(c.first_peak, 3), round(c.last_peak, 3), round(c.slope, 6),
+           CASE WHEN c.at_est IS NOT NULL THEN greatest(c.at_est, p_from) END,
+           CASE WHEN c.at_early IS NOT NULL THEN greatest(c.at_early, p_from) END,
+           CASE WHEN c.at_late IS NOT NULL THEN greatest(c.at_late, p_from) END,
+           round(c.month_peak, 3),
+           CASE WHEN c.entity = 'cpu' AND (SELECT n FROM ncpu) > 1 THEN round(c.last_peak + (
+               SELECT max(o.last_peak) FROM fit o WHERE o.entity = 'cpu' AND o.subject <> c.subject)
+               / ((SELECT n FROM ncpu) - 1), 3) END
+      FROM cross_at c
+     ORDER BY c.entity, CASE WHEN c.entity = 'cpu' THEN lpad(c.subject, 4, '0') ELSE c.subject END
+$$;
+REVOKE ALL ON FUNCTION measure.report_capacity_forecast(text, date, date, numeric) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_capacity_forecast(text, date, date, numeric)
+    TO measure_writer, measure_api, measure_reader;

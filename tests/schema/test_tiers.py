@@ -1,0 +1,185 @@
+"""The performance data base: hour, shift, month and year tiers from a hand-built data set
+(tests/schema/test_tiers_data.py explains every number), late data, retention, roles, and the
+plain/TimescaleDB branches agreeing on the hour-tier SELECT."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal as D
+
+import pglast
+import pglast.stream
+import psycopg
+import pytest
+import test_tiers_data as data
+
+from collector import schema as runner
+from collector.catalog import load_catalog
+
+SCHEMA = runner.SCHEMA_DIR
+
+
+@pytest.fixture
+def db(conn: psycopg.Connection) -> data.Builder:
+    return data.load(conn)
+
+
+def rows(conn, sql, *args):
+    return conn.execute(sql, args).fetchall()
+
+
+def test_hour_tier_one_row_per_cpu_hour_with_min_max_and_coverage(db, conn) -> None:
+    got = rows(conn, """
+        SELECT cpu, to_char(local_hour, 'MM-DD HH24:MI'), loadid, measurement_id = %s, samples, coverage_ratio,
+               busy_avg, busy_max, busy_min, busy_delt, qlen_avg, qlen_max, qlen_delt, swap_avg, swap_max,
+               ibusy_avg, ibusy_max
+          FROM measure.cpu_hour WHERE system_name = %s ORDER BY cpu, hour_at""", db.meas["A"], data.SYSTEM)
+    assert got == [
+        (0, "03-09 23:00", "DT06923", True, 2, 1, 70, 90, 50, 40, 2, 3, 2, 2, 3, 20, 30),
+        # measurement B (100 % busy for 30 minutes) lost to A (60 minutes in that hour)
+        (0, "03-10 00:00", "DT07000", True, 2, 1, 25, 30, 20, 10, D("0.25"), D("0.3"), D("0.1"),
+         D("0.05"), D("0.1"), D("2.5"), 3),
+        # 01:00 PST (UTC 09:00) has no data; 02:00 does not exist (DST), 03:00 PDT is half measured
+        (0, "03-10 03:00", "DT07003", True, 1, D("0.5"), 80, 80, 80, 0, 1, 1, 0, 0, 0, 0, 0),
+        (0, "03-20 00:00", "DT08000", True, 1, 1, 40, 40, 40, 0, D("0.5"), D("0.5"), 0, 0, 0, 0, 0),
+        (1, "03-09 23:00", "DT06923", True, 2, 1, 10, 10, 10, 0, 0, 0, 0, 0, 0, 0, 0),
+    ]
+
+
+def test_shift_crossing_midnight_and_dst_belongs_to_the_day_it_began(db, conn) -> None:
+    got = rows(conn, """
+        SELECT cpu, shift_day::text, shift_no, hours, shift_hours, round(coverage_ratio, 6), busy_avg, busy_max,
+               busy_min, busy_delt, qlen_avg, qlen_max, qlen_min, qlen_delt
+          FROM measure.cpu_shift WHERE system_name = %s ORDER BY cpu, shift_day""", data.SYSTEM)
+    # busy: hours 70, 25 (1 h each) and 80 (half an hour): (70*3600 + 25*3600 + 80*1800) / 9000 = 54
+    # shift 3 of 03-09 runs 23:00 PST .. 07:00 PDT = 7 real hours; 2.5 measured -> 2.5 / 7
+    assert got == [
+        (0, "2024-03-09", 3, 3, 7, D("0.357143"), 54, 80, 25, 55, D("1.1"), 2, D("0.25"), D("1.75")),
+        (0, "2024-03-19", 3, 1, 8, D("0.125"), 40, 40, 40, 0, D("0.5"), D("0.5"), D("0.5"), 0),
+        (1, "2024-03-09", 3, 1, 7, D("0.142857"), 10, 10, 10, 0, 0, 0, 0, 0),
+    ]
+
+
+def test_month_and_year_tiers(db, conn) -> None:
+    month = rows(conn, """SELECT cpu, month::text, shift_no, shifts, hours, busy_avg, busy_max, busy_min, busy_delt
+                            FROM measure.cpu_month WHERE system_name = %s ORDER BY cpu""", data.SYSTEM)
+    # (70*3600 + 25*3600 + 80*1800 + 40*3600) / 12600 = 50; BUSY-DELT-M = max(55, 0)
+    assert month == [(0, "2024-03-01", 3, 2, 4, 50, 80, 25, 55), (1, "2024-03-01", 3, 1, 1, 10, 10, 10, 0)]
+    year = rows(conn, """SELECT cpu, year, months, busy_avg, busy_max, busy_delt, qlen_delt
+                           FROM measure.cpu_year WHERE system_name = %s ORDER BY cpu""", data.SYSTEM)
+    assert year == [(0, 2024, 1, 50, 80, 55, D("1.75")), (1, 2024, 1, 10, 10, 0, 0)]
+
+
+def test_disc_paths_fold_per_volume(db, conn) -> None:
+    assert rows(conn, "SELECT volume, paths, busy_avg, busy_max, qlen_avg FROM measure.disc_hour") == [
+        ("$DATA1", 2, 60, 60, 1)]
+    assert rows(conn, "SELECT volume, shift_day::text, busy_avg, qlen_avg FROM measure.disc_shift") == [
+        ("$DATA1", "2024-03-09", 60, 1)]
+
+
+def test_late_data_recomputes_exactly_the_affected_buckets(db, conn) -> None:
+    def snapshot():
+        return {
+            "hour": rows(conn, "SELECT cpu, hour_at, busy_avg, busy_min, samples FROM measure.cpu_hour ORDER BY 1, 2"),
+            "shift": rows(conn, "SELECT cpu, shift_day, busy_avg, busy_max, busy_delt FROM measure.cpu_shift ORDER BY 1, 2"),
+            "month": rows(conn, "SELECT cpu, busy_avg, busy_max, busy_delt FROM measure.cpu_month ORDER BY 1"),
+            "year": rows(conn, "SELECT cpu, busy_avg FROM measure.cpu_year ORDER BY 1"),
+            "stamps": rows(conn, "SELECT shift_day, subject, item, condensed_at FROM _measure.tier_shift "
+                                 "WHERE shift_day <> '2024-03-09' ORDER BY 1, 2, 3"),
+        }
+    before = snapshot()
+    db.cpu("A", 0, data.t(10, 10, 30), 30, busy=0, qlen=0)  # the rest of the half-measured hour
+    assert db.note_and_condense(data.t(10, 10, 30), data.t(10, 10, 30)) == 1
+    after = snapshot()
+    changed_hours = set(after["hour"]) - set(before["hour"])
+    assert [(h[0], h[1].hour, h[2], h[3], h[4]) for h in changed_hours] == [(0, 10, 40, 0, 2)]
+    assert after["shift"][0][2:] == (45, 70, 45) and before["shift"][0][2:] == (54, 80, 55)
+    assert after["shift"][1:] == before["shift"][1:]          # the other shifts are untouched
+    assert after["stamps"] == before["stamps"]                 # ... not even rewritten
+    assert after["month"][0] == (0, D("43.75"), 70, 45) and after["month"][1] == before["month"][1]
+    assert after["year"][0] == (0, D("43.75"))
+
+
+def test_retention_refuses_until_tiers_are_complete(db, conn) -> None:
+    now = data.t(30, 0)
+    db.cpu("A", 1, data.t(20, 9), 60, busy=5)                 # stored, never noted nor condensed
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cpu interval records .* no hour tier"):
+        conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (now,))
+    conn.rollback()
+    db = data.load(conn)
+    conn.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (db.system_id, data.t(20, 9), data.t(20, 9)))
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="not condensed yet"):
+        conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (now,))
+    conn.rollback()
+    db = data.load(conn)
+    before = rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day")
+    n_raw = conn.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
+    assert rows(conn, "SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", now) == [(0, n_raw)]
+    assert rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day") == before
+
+
+def test_reader_reads_views_and_reports_and_nothing_else(db, conn) -> None:
+    conn.execute("SET ROLE measure_reader")
+    for view in ("cpu_hour", "cpu_shift", "cpu_month", "cpu_year", "disc_hour", "disc_shift",
+                 "line_hour", "process_hour", "userdef_month", "tmf_year", "threshold", "tier_item"):
+        conn.execute(f"SELECT * FROM measure.{view}").fetchall()
+    assert conn.execute("SELECT count(*) FROM measure.report_threshold(%s, '2024-03-09', 3)",
+                        (data.SYSTEM,)).fetchone() == (2,)
+    for forbidden in ("SELECT * FROM _measure.cpu_hour", "SELECT * FROM _measure.tier_shift",
+                      "SELECT * FROM _measure.threshold", "SELECT _measure.condense()"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            conn.execute(forbidden)
+
+
+def test_every_measure_object_is_readable_by_measure_reader(db, conn) -> None:
+    missing = rows(conn, """
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'measure' AND c.relkind IN ('v', 'r', 'm')
+           AND (c.relname ~ '_(hour|shift|month|year)$' OR c.relname IN ('threshold', 'tier_item'))
+           AND NOT has_table_privilege('measure_reader', c.oid, 'SELECT')
+        UNION ALL
+        SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'measure' AND p.proname ~ '^(report_|loadid|breaks|system_id_of)'
+           AND NOT has_function_privilege('measure_reader', p.oid, 'EXECUTE')""")
+    assert missing == []
+
+
+# ---------------------------------------------------------------- the two branches
+
+def _targets(sql: str) -> list[str]:
+    stmt = pglast.parse_sql(sql)[0].stmt
+    select = getattr(stmt, "query", stmt)
+    if hasattr(select, "query"):
+        select = select.query
+    out = [pglast.stream.RawStream()(t) for t in select.targetList]
+    bucket = re.compile(r"time_bucket\(CAST\('1 hour' AS interval\), from_at\)"
+                        r"|date_bin\(CAST\('1 hour' AS interval\), from_at, "
+                        r"CAST\('2000-01-01 00:00:00\+00' AS timestamptz\)\)")
+    return [bucket.sub("BUCKET", t) for t in out]
+
+
+def test_plain_and_timescale_hour_tiers_compute_the_same_columns() -> None:
+    ts = (SCHEMA / "010-tiers.timescale.sql").read_text()
+    plain = (SCHEMA / "idempotent" / "021-condense.plain.sql").read_text()
+    for ent in ("cpu", "disc", "line", "process", "userdef", "tmf"):
+        cagg = re.search(rf"CREATE MATERIALIZED VIEW _measure\.{ent}_hour\n.*?\n(SELECT .*?)\nWITH NO DATA", ts, re.DOTALL)
+        body = re.search(rf"FUNCTION _measure\.{ent}_hour_rows.*?AS \$\$\n(SELECT .*?)\n\$\$", plain, re.DOTALL)
+        assert cagg and body, ent
+        assert _targets(cagg.group(1)) == _targets(body.group(1)), ent
+
+
+def test_counter_positions_in_tier_sql_match_the_catalogue() -> None:
+    cat = load_catalog()
+    seen = 0
+    for path in [SCHEMA / "010-tiers.timescale.sql", SCHEMA / "idempotent" / "021-condense.plain.sql"]:
+        for pos, ent, counter in re.findall(r"counters\[(\d+)\] /\* (\w+)\.(\w+) \*/", path.read_text()):
+            assert cat.entity(ent).index(counter) + 1 == int(pos), (path.name, ent, counter)
+            seen += 1
+    assert seen > 80
+
+
+def test_thresholds_default_to_figure_9(db, conn) -> None:
+    assert rows(conn, "SELECT item, operator, limit_value FROM measure.threshold "
+                      "WHERE system_name = %s AND entity = 'cpu' ORDER BY item", data.SYSTEM) == [
+        ("busy_delt", ">", 20), ("busy_max", ">", 70), ("ibusy_max", ">", 25),
+        ("qlen_delt", ">", 1), ("qlen_max", ">", 2), ("swap_max", ">", 2)]
