@@ -109,6 +109,8 @@ class Slice:
     intervals: list[bytes] = field(default_factory=list)
     n_copies: int = 0
     n_intervals: int = 0
+    from_min_us: int | None = None   # earliest and latest FROM-TIMESTAMP of its intervals
+    from_max_us: int | None = None
     control: list[tuple[str, int, int]] = field(default_factory=list)  # (event, measurement id, at_us)
 
     def empty(self) -> bool:
@@ -187,6 +189,10 @@ class Pipeline:
             "closing_kind": b.closing_kind, "system_id": self.system_id, "type_code": code,
             "cpu": b.cpu, "error": 0}, b.values))
         self.slice.n_intervals += len(b)
+        lo, hi = int(b.from_us.min()), int(b.from_us.max())
+        sl = self.slice
+        sl.from_min_us = lo if sl.from_min_us is None else min(sl.from_min_us, lo)
+        sl.from_max_us = hi if sl.from_max_us is None else max(sl.from_max_us, hi)
 
     def control(self, event: str, measurement_id: int, at_us: int) -> None:
         self.slice.control.append((event, measurement_id, at_us))
@@ -327,6 +333,16 @@ class Writer:
                     cp.write(COPY_TRAILER)
                 if on_conflict:
                     cur.execute(f"INSERT INTO _measure.{table} SELECT * FROM {target} ON CONFLICT DO NOTHING")
+            if sl.from_min_us is not None:
+                # Mark the hours these intervals fall in (late data and replays included) and
+                # condense exactly those into the tiers (plain PostgreSQL; with TimescaleDB
+                # condense() returns at once and the tiers job refreshes them).
+                cur.execute(
+                    "SELECT _measure.note_intervals(system_id, _measure.us_to_timestamptz(%s),"
+                    " _measure.us_to_timestamptz(%s)), _measure.condense(system_id)"
+                    " FROM _measure.collector_state WHERE collector_id = %s",
+                    (sl.from_min_us, sl.from_max_us, self.collector_id),
+                )
             for event, mid, at in sl.control:
                 column = {"started": "started_at", "stopped": "stopped_at"}[event]
                 state = {"started": "running", "stopped": "stopped"}[event]

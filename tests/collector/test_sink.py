@@ -126,3 +126,13 @@ def test_full_spool_stops_with_a_clear_error(target: str, tmp_path: Path) -> Non
     sls = slices(mon, pipe, 10)
     with pytest.raises(SpoolFull, match=r"spool folder .* is full .*Nothing was dropped"):
         writer.flush(sls[0])
+
+
+def test_each_slice_condenses_its_hours_into_the_tiers(target: str, tmp_path: Path) -> None:
+    node, mon, pipe, writer = run(target, tmp_path)
+    for sl in slices(mon, pipe, 30):
+        writer.flush(sl)
+    with psycopg.connect(target) as c:
+        rows = c.execute("SELECT cpu, busy_avg, qlen_avg FROM measure.cpu_hour ORDER BY cpu").fetchall()
+        assert [(cpu, float(b), float(q)) for cpu, b, q in rows] == [(0, 50.0, 2.0), (1, 50.0, 2.0)]
+        assert c.execute("SELECT count(*) FROM _measure.dirty_hour").fetchone()[0] == 0
