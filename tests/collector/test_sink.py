@@ -135,4 +135,4 @@ def test_each_slice_condenses_its_hours_into_the_tiers(target: str, tmp_path: Pa
     with psycopg.connect(target) as c:
         rows = c.execute("SELECT cpu, busy_avg, qlen_avg FROM measure.cpu_hour ORDER BY cpu").fetchall()
         assert [(cpu, float(b), float(q)) for cpu, b, q in rows] == [(0, 50.0, 2.0), (1, 50.0, 2.0)]
-        assert c.execute("SELECT count(*) FROM _measure.dirty_hour").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone()[0] == 0
