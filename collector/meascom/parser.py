@@ -29,6 +29,7 @@ __all__ = [
     "ENTITY_TYPES",
     "MeascomSyntaxError",
     "Token",
+    "continues",
     "parse_command",
     "parse_script",
     "tokenize",
@@ -759,7 +760,16 @@ class _Parser:
         return self._list(t, "LISTACTIVE")
 
     def cmd_obey(self, t: Token) -> ast.Command:
-        return ast.Obey(file=self.file_name("an OBEY file name"), line=t.line, column=t.column)
+        """``OBEY file``: a Guardian-style name (kept as written: on this platform it names a
+        file relative to the current directory) or a quoted path ``"../obey/day.txt"``."""
+        f = self.peek()
+        if f.kind == "STRING":
+            if not f.text.strip():
+                raise self.error(f, ["an OBEY file name"])
+            self.next()
+            return ast.Obey(file=f.text, line=t.line, column=t.column)
+        self.file_name("an OBEY file name")
+        return ast.Obey(file=f.text, line=t.line, column=t.column)
 
     def cmd_out(self, t: Token) -> ast.Command:
         f = None if self.peek().kind == "EOL" else self.out_target()
@@ -798,6 +808,16 @@ class _Parser:
         while self.peek().kind != "EOL":
             topic.append(self.next().upper)
         return ast.Help(topic=tuple(topic), line=t.line, column=t.column)
+
+
+def continues(line: str) -> bool:
+    """Does this input line continue on the next one (ends with ',' or '&', comments aside)?
+    For an interactive prompt collecting a multi-line command."""
+    try:
+        toks, cont = _lex_line(line, 1)
+    except MeascomSyntaxError:
+        return False
+    return cont or bool(toks and toks[-1].kind == "COMMA")
 
 
 def parse_command(tokens: list[Token], *, interactive: bool = False) -> ast.Command:

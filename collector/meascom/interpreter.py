@@ -1,0 +1,862 @@
+"""MEASCOM interpreter: a session that runs parsed MEASCOM commands against the database.
+
+    with Session(url, system="\\\\DEMO") as s:
+        print(s.execute(open("cplnday.obey").read()))
+
+Rules a MEASCOM user should know (measure-reference §5):
+
+* ``execute(text)`` parses the whole text first, OBEY files included (each file parsed fully,
+  nested up to 8 deep), and checks every ADD/DELETE/COUNTER command against the CONTAB being
+  built. A syntax error anywhere runs nothing. Then the commands run in one database
+  transaction: a command that fails (a measurement name already live, an unknown
+  measurement …) undoes the whole text — database rows, session state and OUT files alike —
+  and raises :class:`MeascomError` naming file, line, column and what was wrong.
+* The CONTAB built by ADD / DELETE / ADD COUNTER belongs to the session and is uncommitted
+  until START MEASUREMENT stores it (it stays in the session for the next START).
+* Times are the system's local civil time (its ``time_zone``). START: FROM omitted = now;
+  a date omitted = today (so ``FROM 00:05`` run at 10:00 means 00:05 today, already past:
+  the measurement starts at once); FOR and TO are mutually exclusive; neither = until STOP.
+* LIST/LISTALL times without a date mean the latest such time not after the measurement's
+  end (or now, for a measurement without end), and not before its start: ``FROM 23:00``
+  in a day's measurement file is that day's 23:00.
+* A measurement's name is its data file's name: the last element of the file name
+  (``$PERF.DATA.JUN04`` is measurement ``JUN04``), a letter and up to 7 letters or digits.
+* Abbreviations are accepted only for interactive input (``Session(interactive=True)``),
+  never in OBEY files.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from collector.catalog import load_catalog
+from collector.meascom import ast
+from collector.meascom.parser import MeascomSyntaxError, parse_command, tokenize
+from collector.measure.contab import (
+    Contab,
+    ContabBuilder,
+    ContabCommandError,
+    EntityDescriptor,
+    format_process_spec,
+)
+
+__all__ = ["HELP", "MAX_OBEY_DEPTH", "MeascomError", "ReportSettings", "Session", "render_config"]
+
+MAX_OBEY_DEPTH = 8
+DEFAULT_SUBVOL = "$SYSTEM.SYSTEM"
+HEARTBEAT_FRESH_S = 60.0
+_NAME_RE = re.compile(r"[A-Z][A-Z0-9]{0,7}")
+_CONFIG_COMMANDS = (ast.AddEntity, ast.DeleteEntity, ast.AddCounter, ast.DeleteCounter, ast.Volume)
+
+
+class MeascomError(Exception):
+    """A MEASCOM command was refused: where (file, 1-based line and column), the offending
+    word, what would have been accepted, and why. ``syntax`` is True for parse errors."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0, *, word: str = "",
+                 expected: list[str] | tuple[str, ...] = (), file: str | None = None,
+                 syntax: bool = False):
+        self.message, self.line, self.column = message, line, column
+        self.word, self.expected, self.file, self.syntax = word, list(expected), file, syntax
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"line {self.line}, column {self.column}" if self.line else ""
+        if self.file:
+            where = f"{self.file}, {where}" if where else self.file
+        return f"{where}: {self.message}" if where else self.message
+
+    @classmethod
+    def from_syntax(cls, exc: MeascomSyntaxError, file: str | None) -> MeascomError:
+        return cls(exc.message, exc.line, exc.column, word=exc.word, expected=exc.expected,
+                   file=file, syntax=True)
+
+
+# ------------------------------------------------------------------------------ help
+
+HELP: dict[str, str] = {
+    "ADD": "ADD entity-type spec [, spec]...   add entities to the configuration (CONTAB)\n"
+           "ADD USERDEF process-spec           measure a process's user counters\n"
+           "ADD COUNTER name, PROCESS spec, {ACCUM|FACCUM|BUSY|QUEUE|QBUSY} [, ARRAY n]\n"
+           "ADD MEASUREMENT name               make a measurement current for LIST",
+    "DELETE": "DELETE entity-type spec [, spec]...  remove an ADD, or exclude entities after a\n"
+              "                                     wildcard ADD (ADD CPU * then DELETE CPU 6)\n"
+              "DELETE COUNTER {name|*} [, PROCESS spec]",
+    "START": "START MEASUREMENT name [, FROM [date,] hh:mm[:ss]] [, FOR n {SECONDS|MINUTES|HOURS}\n"
+             "      | , TO [date,] hh:mm[:ss]] [, INTERVAL n {SECONDS|MINUTES|HOURS}]\n"
+             "  schedules the configuration built so far (system local time; date omitted = today)",
+    "STOP": "STOP MEASUREMENT name        stop a measurement now",
+    "INFO": "INFO [/OUT file/] [MEASUREMENT] name [, name]...\n"
+            "  prints the configuration as ADD/DELETE/ADD COUNTER/START commands (an OBEY file)",
+    "STATUS": "STATUS [MEASSUBSYS]          the collector and the live measurements\n"
+              "STATUS MEASUREMENT name      state, entities per type, counter space",
+    "SET": "SET REPORT attr [, attr]...  FORMAT {BRIEF|NORMAL|STRUCTURED}, RATE {ON|OFF},\n"
+           "  LOADID name, TOTALS {INCLUDE|ONLY|EXCLUDE}, ZERO-REPORTS {INCLUDE|EXCLUDE},\n"
+           "  FROM [date,] time, TO [date,] time, FOR duration",
+    "LIST": "LIST entity-type spec [, FROM ...] [, TO ... | , FOR d] [, LOADID id]\n"
+            "     [, BY counter] [, IF counter {=|<>|<|>|<=|>=} value]\n"
+            "  one summary per entity over the report window of the current measurement",
+    "LISTALL": "LISTALL entity-type spec [options as LIST]   every interval record in the window",
+    "LISTACTIVE": "LISTACTIVE entity-type spec [, FOR d]   live counters from the running collector\n"
+                  "  (since measurement start, or the change over the next d)",
+    "OBEY": "OBEY file     run the commands of a file (relative to the current directory, or\n"
+            "              a quoted path); OBEY files nest up to 8 deep",
+    "OUT": "OUT [file]    send the output of later commands to a file (OUT alone: back to the terminal)",
+    "VOLUME": "VOLUME [$vol.]subvol     default volume/subvolume for partial file names",
+    "ASSUME": "ASSUME MEASUREMENT name  later START/STOP/INFO/STATUS may omit the name",
+    "EXIT": "EXIT          end the session",
+    "HELP": "HELP [command]  this help",
+}
+
+
+def _help(topic: tuple[str, ...]) -> str:
+    if not topic:
+        return ("MEASCOM commands (HELP command for details):\n  "
+                + "  ".join(HELP) + "\nComments: == or ! to the end of the line; a line ending "
+                "with ',' or '&' continues the command.")
+    key = topic[0]
+    if key not in HELP:
+        raise MeascomError(f"no help for {key!r}; topics: {', '.join(HELP)}")
+    return HELP[key]
+
+
+# ------------------------------------------------------------------------------ state
+
+
+@dataclass
+class ReportSettings:
+    """SET REPORT attributes (MEASCOM defaults: FORMAT NORMAL, RATE ON)."""
+
+    format: str = "NORMAL"
+    rate: str = "ON"
+    loadid: str | None = None
+    totals: str = "EXCLUDE"
+    zero_reports: str = "INCLUDE"
+    style: str = "LEGACY"
+    dots: str = "OFF"
+    cr_name_qual: str = "UNQUALIFIED"
+    from_: ast.DateTime | None = None
+    to: ast.DateTime | None = None
+    for_: ast.Duration | None = None
+
+
+@dataclass
+class _State:
+    builder: ContabBuilder = field(default_factory=lambda: ContabBuilder(default_subvol=DEFAULT_SUBVOL))
+    config_sources: list[str] = field(default_factory=list)
+    assumed: str | None = None
+    current: int | None = None  # measurement_id made current by ADD MEASUREMENT / START
+    report: ReportSettings = field(default_factory=ReportSettings)
+    out: str | None = None
+    exited: bool = False
+
+
+@dataclass(frozen=True)
+class _Item:
+    cmd: ast.Command
+    source: str  # the command's text as written (its lines)
+    file: str | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    measurement_id: int
+    name: str
+    state: str
+    start_at: datetime | None
+    stop_at: datetime | None
+    interval_us: int | None
+    started_at: datetime | None
+    stopped_at: datetime | None
+    contab: Contab
+    source: str | None
+
+
+class Session:
+    """One MEASCOM session on one system.
+
+    ``target`` is a database URL (the session opens its own connection) or an open psycopg
+    connection (used as is; the caller owns it). ``system`` is the node name (``\\DEMO`` or
+    ``DEMO``); None = the only system in the database. ``clock`` returns the current time
+    (aware); ``sleep`` waits (LISTACTIVE FOR); both exist for tests. ``answer_timeout`` is how
+    long STATUS/LISTACTIVE wait for the collector.
+    """
+
+    def __init__(self, target: str | psycopg.Connection, *, system: str | None = None,
+                 cwd: str | Path | None = None, interactive: bool = False,
+                 clock: Callable[[], datetime] | None = None,
+                 sleep: Callable[[float], None] = time.sleep, answer_timeout: float = 3.0):
+        if isinstance(target, str):
+            self.url: str | None = target
+            self.conn = psycopg.connect(target, autocommit=True)
+            self._own = True
+        else:
+            self.url = None
+            self.conn = target
+            self._own = False
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.interactive = interactive
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.sleep = sleep
+        self.answer_timeout = answer_timeout
+        self.catalog = load_catalog()
+        self.state = _State()
+        self._pending_files: list[tuple[Path, str]] = []
+        self.system_id, self.system_name, self.tz = self._find_system(system)
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._own:
+            self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def exited(self) -> bool:
+        return self.state.exited
+
+    @property
+    def contab(self) -> Contab:
+        """The configuration built so far in this session (not yet stored)."""
+        return self.state.builder.build()
+
+    def now(self) -> datetime:
+        return self.clock().astimezone(self.tz)
+
+    # -- database helpers --------------------------------------------------------------
+
+    def q(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def q1(self, sql: str, params: Any = None) -> dict[str, Any] | None:
+        rows = self.q(sql, params)
+        return rows[0] if rows else None
+
+    def has_function(self, signature: str) -> bool:
+        row = self.q1("SELECT to_regprocedure(%s) IS NOT NULL AS ok", (signature,))
+        return bool(row and row["ok"])
+
+    def _find_system(self, system: str | None) -> tuple[int, str, ZoneInfo]:
+        rows = self.q("SELECT system_id, system_name, time_zone FROM measure.system ORDER BY system_name")
+        names = ", ".join(r["system_name"] for r in rows) or "none"
+        if system is None:
+            if len(rows) != 1:
+                raise MeascomError(
+                    f"the database holds {len(rows)} systems ({names}); name one with --system"
+                    if rows else "the database holds no system yet: start the collector "
+                                 "(measuredb run) first")
+            row = rows[0]
+        else:
+            want = system.strip().upper()
+            want = want if want.startswith("\\") else "\\" + want
+            row = next((r for r in rows if r["system_name"] == want), None)
+            if row is None:
+                raise MeascomError(f"unknown system {system!r}; systems in the database: {names}")
+        try:
+            tz = ZoneInfo(row["time_zone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise MeascomError(f"system {row['system_name']} has an unknown time zone "
+                               f"{row['time_zone']!r}") from None
+        return row["system_id"], row["system_name"], tz
+
+    # -- running text ------------------------------------------------------------------
+
+    def run_file(self, path: str | Path) -> str:
+        """``OBEY path`` as a top-level command: the file's commands (never abbreviated)."""
+        p = Path(path)
+        if not p.is_absolute():
+            p = self.cwd / p
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MeascomError(f"cannot read OBEY file {str(path)!r}: {exc}") from None
+        return self.execute(text, file=str(path), interactive=False)
+
+    def execute(self, text: str, *, file: str | None = None,
+                interactive: bool | None = None) -> str:
+        """Parse all of ``text`` (and the OBEY files it names), check the configuration
+        commands, then run everything in one transaction; returns the output text.
+        Raises MeascomError (nothing changed) on any error."""
+        interactive = self.interactive if interactive is None else interactive
+        items = self._load(text, file, 0, interactive)
+        self._check_config(items)
+        saved = copy.deepcopy(self.state)
+        self._pending_files = []
+        out: list[str] = []
+        try:
+            with self.conn.transaction():
+                for item in items:
+                    if self.state.exited:
+                        break
+                    try:
+                        text_out = self._run(item)
+                    except MeascomError as exc:
+                        if not exc.line:
+                            exc = MeascomError(exc.message, item.cmd.line, item.cmd.column,
+                                               word=exc.word, expected=exc.expected,
+                                               file=item.file)
+                        elif exc.file is None:
+                            exc.file = item.file
+                        raise exc from None
+                    except psycopg.Error as exc:
+                        msg = (exc.diag.message_primary if getattr(exc, "diag", None)
+                               and exc.diag.message_primary else str(exc))
+                        raise MeascomError(f"database: {msg}", item.cmd.line, item.cmd.column,
+                                           file=item.file) from None
+                    if text_out:
+                        if self.state.out and not isinstance(item.cmd, ast.Out):
+                            self._pending_files.append((self._out_path(self.state.out),
+                                                        text_out + "\n"))
+                        else:
+                            out.append(text_out)
+        except BaseException:
+            self.state = saved
+            self._pending_files = []
+            raise
+        for path, chunk in self._pending_files:
+            with path.open("a", encoding="utf-8") as f:
+                f.write(chunk)
+        self._pending_files = []
+        return "\n".join(out)
+
+    def _load(self, text: str, file: str | None, depth: int, interactive: bool) -> list[_Item]:
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        try:
+            groups = tokenize(text)
+        except MeascomSyntaxError as exc:
+            raise MeascomError.from_syntax(exc, file) from None
+        items: list[_Item] = []
+        for toks in groups:
+            try:
+                cmd = parse_command(toks, interactive=interactive)
+            except MeascomSyntaxError as exc:
+                raise MeascomError.from_syntax(exc, file) from None
+            source = "\n".join(lines[toks[0].line - 1:toks[-1].line])
+            if isinstance(cmd, ast.Obey):
+                if depth + 1 > MAX_OBEY_DEPTH:
+                    raise MeascomError(f"OBEY files nest at most {MAX_OBEY_DEPTH} deep "
+                                       "(does an OBEY file call itself?)", cmd.line, cmd.column,
+                                       word=cmd.file, file=file)
+                path = self._obey_path(cmd, file)
+                try:
+                    sub = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise MeascomError(f"cannot read OBEY file {cmd.file!r}: {exc}", cmd.line,
+                                       cmd.column, word=cmd.file, file=file) from None
+                items.extend(self._load(sub, cmd.file, depth + 1, False))
+            else:
+                items.append(_Item(cmd, source, file))
+        return items
+
+    def _obey_path(self, cmd: ast.Obey, file: str | None) -> Path:
+        p = Path(cmd.file)
+        if not p.is_absolute():
+            p = self.cwd / p
+        if p.exists():
+            return p
+        parent = p.parent
+        if parent.is_dir():  # Guardian names are case-insensitive
+            for cand in parent.iterdir():
+                if cand.name.upper() == p.name.upper():
+                    return cand
+        raise MeascomError(f"OBEY file {cmd.file!r} not found (looked in {parent})",
+                           cmd.line, cmd.column, word=cmd.file, file=file)
+
+    def _out_path(self, name: str) -> Path:
+        p = Path(name)
+        if not p.is_absolute():
+            p = self.cwd / p
+        if not p.exists() and p.parent.is_dir():
+            for cand in p.parent.iterdir():
+                if cand.name.upper() == p.name.upper():
+                    return cand
+        return p
+
+    def _check_config(self, items: list[_Item]) -> None:
+        """Apply the configuration commands to a scratch copy: refuse before anything runs."""
+        scratch = copy.deepcopy(self.state.builder)
+        for item in items:
+            if isinstance(item.cmd, _CONFIG_COMMANDS):
+                self._apply_config(scratch, item)
+
+    @staticmethod
+    def _apply_config(builder: ContabBuilder, item: _Item) -> None:
+        cmd = item.cmd
+        if isinstance(cmd, ast.Volume) and cmd.volume is None and cmd.subvol is None:
+            builder.default_subvol = DEFAULT_SUBVOL
+            return
+        try:
+            builder.apply([cmd])
+        except ContabCommandError as exc:
+            raise MeascomError(exc.message, exc.line, exc.column, file=item.file) from None
+
+    def _run(self, item: _Item) -> str:
+        cmd = item.cmd
+        if isinstance(cmd, _CONFIG_COMMANDS):
+            self._apply_config(self.state.builder, item)
+            self.state.config_sources.append(item.source)
+            return ""
+        handler = getattr(self, "_cmd_" + type(cmd).__name__)
+        return handler(cmd, item)
+
+    # -- measurements ------------------------------------------------------------------
+
+    def _name(self, file: str | None, cmd: ast.Command) -> str:
+        if file is None:
+            if self.state.assumed is None:
+                raise MeascomError("no measurement named: give one, or ASSUME MEASUREMENT name "
+                                   "first")
+            return self.state.assumed
+        if file.startswith("="):
+            raise MeascomError(f"DEFINE names ({file}) are not supported for measurements; "
+                               "give the data file name")
+        name = file.rsplit(".", 1)[-1].upper()
+        if not _NAME_RE.fullmatch(name):
+            raise MeascomError(f"measurement name {name!r} must be a file name: a letter, then "
+                               "up to 7 letters or digits", word=file)
+        return name
+
+    def _measurement(self, *, name: str | None = None, measurement_id: int | None = None,
+                     live_only: bool = False) -> Measurement | None:
+        cond, params = ("measurement_id = %s", [measurement_id]) if measurement_id else (
+            "upper(name) = %s", [name])
+        row = self.q1(
+            f"""SELECT measurement_id, name, state, start_at, stop_at, started_at, stopped_at,
+                       (interval_seconds * 1000000)::bigint AS interval_us, contab, source
+                  FROM measure.measurement
+                 WHERE system_name = %s AND {cond}
+                   {"AND state NOT IN ('stopped', 'failed')" if live_only else ""}
+                 ORDER BY (state NOT IN ('stopped', 'failed')) DESC, measurement_id DESC
+                 LIMIT 1""",
+            [self.system_name, *params])
+        if row is None:
+            return None
+        return Measurement(row["measurement_id"], row["name"], row["state"], row["start_at"],
+                           row["stop_at"], row["interval_us"], row["started_at"],
+                           row["stopped_at"], Contab.model_validate(row["contab"]), row["source"])
+
+    def _known(self, name: str) -> Measurement:
+        m = self._measurement(name=name)
+        if m is None:
+            raise MeascomError(f"no measurement {name} on {self.system_name}", word=name)
+        return m
+
+    def current_measurement(self) -> Measurement:
+        """The measurement LIST reads: ADD MEASUREMENT / START, else the ASSUMEd one."""
+        if self.state.current is not None:
+            m = self._measurement(measurement_id=self.state.current)
+            if m is not None:
+                return m
+        if self.state.assumed is not None:
+            m = self._measurement(name=self.state.assumed)
+            if m is not None:
+                return m
+        raise MeascomError("no current measurement: ADD MEASUREMENT name (or START one) first")
+
+    def local_datetime(self, dt: ast.DateTime, today: datetime) -> datetime:
+        d = dt.date.resolve(today.date()) if dt.date is not None else today.date()
+        return datetime.combine(d, dt.time.time, tzinfo=self.tz)
+
+    def _cmd_StartMeasurement(self, cmd: ast.StartMeasurement, item: _Item) -> str:
+        name = self._name(cmd.file, cmd)
+        contab = self.state.builder.build()
+        if not contab.descriptors and not contab.counters:
+            raise MeascomError("nothing to measure: ADD entities (ADD CPU * …) before START")
+        live = self._measurement(name=name, live_only=True)
+        if live is not None:
+            raise MeascomError(
+                f"measurement {name} is already {live.state} (id {live.measurement_id}); "
+                f"STOP MEASUREMENT {name} first or choose another name", word=name)
+        now = self.now()
+        start = now if cmd.start is None else self.local_datetime(cmd.start, now)
+        stop = None
+        if cmd.for_ is not None:
+            stop = start + timedelta(seconds=cmd.for_.seconds)
+        elif cmd.to is not None:
+            stop = self.local_datetime(cmd.to, now)
+            if stop <= start:
+                raise MeascomError(
+                    f"TO {_fmt(stop)} is not after the start {_fmt(start)}; give TO a date "
+                    "(TO 15 NOV, 06:00) or use FOR", cmd.to.line, cmd.to.column)
+        if stop is not None and stop <= now:
+            pos = cmd.to or cmd.for_
+            raise MeascomError(f"the measurement would end at {_fmt(stop)}, which is already "
+                               "past", pos.line, pos.column)
+        interval_us = cmd.interval.us if cmd.interval else None
+        source = "\n".join([*self.state.config_sources, item.source])
+        contab_json = contab.model_dump(mode="json")
+        if self.has_function("measure.create_measurement(text,text,jsonb,text,timestamptz,"
+                             "timestamptz,bigint)"):
+            mid = self.q1("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
+                          (self.system_name, name, Jsonb(contab_json), source, start, stop,
+                           interval_us))["id"]
+        else:  # no API functions in this database: write the control plane directly
+            mid = self.q1(
+                """INSERT INTO _measure.measurement
+                       (system_id, name, contab, source, start_at, stop_at, interval_us, state,
+                        updated_at)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, 'scheduled', clock_timestamp())
+                   RETURNING measurement_id AS id""",
+                (self.system_id, name, Jsonb(contab_json), source, start, stop, interval_us))["id"]
+        self.state.current = mid  # implicit ADD MEASUREMENT
+        lines = [f"Measurement {name} (id {mid}) scheduled on {self.system_name}: "
+                 f"from {_fmt(start)} " + (f"to {_fmt(stop)}" if stop else "until STOP MEASUREMENT")
+                 + f" ({self.tz.key}), "
+                 + (f"interval {_fmt_duration(interval_us)}" if interval_us
+                    else "no interval (records at start and stop only)") + "; "
+                 + _count_types(contab)]
+        if cmd.options or cmd.filesize:
+            ignored = [*cmd.options, *(["FILESIZE"] if cmd.filesize else [])]
+            lines.append(f"({', '.join(ignored)} accepted; no effect on this platform)")
+        return "\n".join(lines)
+
+    def _cmd_StopMeasurement(self, cmd: ast.StopMeasurement, item: _Item) -> str:
+        name = self._name(cmd.file, cmd)
+        m = self._measurement(name=name, live_only=True)
+        if m is None:
+            known = self._measurement(name=name)
+            raise MeascomError(
+                f"measurement {name} is not live (it is {known.state})" if known
+                else f"no measurement {name} on {self.system_name}", word=name)
+        now = self.now()
+        if self.has_function("measure.stop_measurement(integer,timestamptz)"):
+            self.q("SELECT measure.stop_measurement(%s, %s)", (m.measurement_id, now))
+        elif m.state == "configured" or (m.state == "scheduled" and m.start_at
+                                         and m.start_at >= now):
+            self.q("""UPDATE _measure.measurement SET state = 'stopped', stopped_at = now(),
+                             state_detail = 'stopped before it started',
+                             updated_at = clock_timestamp() WHERE measurement_id = %s""",
+                   (m.measurement_id,))
+        else:
+            self.q("UPDATE _measure.measurement SET stop_at = %s, updated_at = clock_timestamp()"
+                   " WHERE measurement_id = %s", (now, m.measurement_id))
+        return f"Measurement {name} (id {m.measurement_id}) stops at {_fmt(now)}"
+
+    def _cmd_AddMeasurement(self, cmd: ast.AddMeasurement, item: _Item) -> str:
+        m = self._known(self._name(cmd.file, cmd))
+        self.state.current = m.measurement_id
+        return f"Measurement {m.name} (id {m.measurement_id}, {m.state}) is current for reports"
+
+    def _cmd_Assume(self, cmd: ast.Assume, item: _Item) -> str:
+        self.state.assumed = self._name(cmd.file, cmd)
+        return ""
+
+    def _cmd_InfoMeasurement(self, cmd: ast.InfoMeasurement, item: _Item) -> str:
+        names = [self._name(f, cmd) for f in cmd.files] or [self._name(None, cmd)]
+        parts = []
+        for name in names:
+            m = self._known(name)
+            counts = self.q(
+                """SELECT t.measure_name, count(DISTINCT r.entity_id) AS n
+                     FROM _measure.interval_record r JOIN _measure.entity_type t USING (type_code)
+                    WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
+                    ORDER BY t.type_code""", (m.measurement_id,))
+            parts.append(render_config(m, self.system_name, self.tz, counts))
+        text = "\n\n".join(parts)
+        if cmd.out:
+            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            return f"INFO written to {cmd.out}"
+        return text
+
+    # -- status ------------------------------------------------------------------------
+
+    def _heartbeat(self) -> dict[str, Any] | None:
+        return self.q1(
+            """SELECT collector_id, mode, beat_at, simulated_at,
+                      extract(epoch FROM clock_timestamp() - beat_at)::float8 AS age
+                 FROM measure.collector_heartbeat WHERE system_name = %s
+                ORDER BY beat_at DESC LIMIT 1""", (self.system_name,))
+
+    def ask_collector(self, kind: str, payload: dict[str, Any]) -> tuple[dict | None, str | None]:
+        """Hand a control request to the collector; (response, None) or (None, why not).
+
+        Skips the wait when the system has no fresh heartbeat (no collector is running)."""
+        hb = self._heartbeat()
+        if hb is None or hb["age"] > HEARTBEAT_FRESH_S:
+            last = f"last heartbeat {hb['age']:.0f} s ago" if hb else "no heartbeat ever"
+            return None, f"the collector of {self.system_name} is not answering ({last})"
+        with self._side_connection() as side:
+            api = self._side_has_submit(side)
+            if api:  # the API's functions: works for the measure_api role too
+                rid = side.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
+                                   (self.system_id, kind, Jsonb(payload))).fetchone()[0]
+                poll = "SELECT answered_at, response, error FROM measure.request_answer(%s)"
+            else:
+                rid = side.execute(
+                    "INSERT INTO _measure.control_request (system_id, kind, payload)"
+                    " VALUES (%s, %s, %s) RETURNING request_id",
+                    (self.system_id, kind, Jsonb(payload))).fetchone()[0]
+                side.execute("SELECT pg_notify('measuredb_request', %s)", (str(rid),))
+                poll = ("SELECT answered_at, response, error FROM _measure.control_request"
+                        " WHERE request_id = %s")
+            deadline = time.monotonic() + self.answer_timeout
+            while True:
+                row = side.execute(poll, (rid,)).fetchone()
+                answered = row is not None and row[0] is not None
+                if answered or time.monotonic() >= deadline:
+                    try:  # tidy up (only the owner/collector roles may)
+                        side.execute("DELETE FROM _measure.control_request WHERE request_id = %s",
+                                     (rid,))
+                    except psycopg.Error:
+                        pass
+                    if answered:
+                        return (None, f"the collector says: {row[2]}") if row[2] else (row[1], None)
+                    return None, (f"the collector of {self.system_name} is not answering "
+                                  f"(no answer within {self.answer_timeout:g} s)")
+                time.sleep(0.05)
+
+    def _side_connection(self) -> psycopg.Connection:
+        """An autocommit connection: the collector must see a request before we commit."""
+        if self.url is not None:
+            return psycopg.connect(self.url, autocommit=True)
+        info = self.conn.info
+        return psycopg.connect(info.dsn, password=info.password, autocommit=True)
+
+    @staticmethod
+    def _side_has_submit(side: psycopg.Connection) -> bool:
+        return side.execute("SELECT to_regprocedure('measure.submit_request(smallint,text,jsonb)')"
+                            " IS NOT NULL").fetchone()[0]
+
+    def _cmd_Status(self, cmd: ast.Status, item: _Item) -> str:
+        text = (self._status_measurement(self._name(cmd.file, cmd)) if cmd.target == "MEASUREMENT"
+                else self._status_subsys())
+        if cmd.out:
+            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            return f"STATUS written to {cmd.out}"
+        return text
+
+    def _status_subsys(self) -> str:
+        lines = [f"MEASSUBSYS on {self.system_name} (time zone {self.tz.key})"]
+        hb = self._heartbeat()
+        if hb is None:
+            lines.append("  collector: none has run for this system")
+        else:
+            sim = f", simulated time {_fmt(hb['simulated_at'].astimezone(self.tz))}" if hb[
+                "simulated_at"] else ""
+            lines.append(f"  collector {hb['collector_id']}: {hb['mode']}, last heartbeat "
+                         f"{hb['age']:.1f} s ago{sim}")
+        rows = self.q("""SELECT measurement_id, name, state, start_at, stop_at,
+                                (interval_seconds * 1000000)::bigint AS interval_us
+                           FROM measure.measurement WHERE system_name = %s
+                            AND state NOT IN ('stopped', 'failed') ORDER BY measurement_id""",
+                      (self.system_name,))
+        lines.append(f"  live measurements: {len(rows)}")
+        for r in rows:
+            lines.append(
+                f"    {r['measurement_id']:>5} {r['name']:<8} {r['state']:<10} from "
+                f"{_fmt(r['start_at'].astimezone(self.tz)) if r['start_at'] else '-'} to "
+                f"{_fmt(r['stop_at'].astimezone(self.tz)) if r['stop_at'] else 'STOP'}, "
+                + (f"interval {_fmt_duration(r['interval_us'])}" if r["interval_us"]
+                   else "no interval"))
+        running = [r for r in rows if r["state"] == "running"]
+        if running:
+            resp, why = self.ask_collector("status", {"measurement_id": running[0]["measurement_id"]})
+            if resp is None:
+                lines.append(f"  counter space: {why}")
+            else:
+                lines.append("  counter space per CPU (CIDs used/limit, words used/limit):")
+                for cpu, c in sorted(resp.get("cpus", {}).items(), key=lambda kv: int(kv[0])):
+                    lines.append(f"    CPU {int(cpu):>2}: {c['cids']}/{c['cid_limit']} CIDs, "
+                                 f"{c['words']}/{c['words_limit']} words")
+        return "\n".join(lines)
+
+    def _status_measurement(self, name: str) -> str:
+        m = self._known(name)
+        lines = [f"MEASUREMENT {m.name} (id {m.measurement_id}) on {self.system_name}: {m.state}",
+                 f"  window: from {_fmt_opt(m.start_at, self.tz)} to "
+                 f"{_fmt_opt(m.stop_at, self.tz, 'STOP MEASUREMENT')}, "
+                 + (f"interval {_fmt_duration(m.interval_us)}" if m.interval_us else "no interval"),
+                 (f"  started {_fmt_opt(m.started_at, self.tz, '-')}, stopped "
+                  f"{_fmt_opt(m.stopped_at, self.tz, '-')}"),
+                 f"  configuration: {_count_types(m.contab)}"]
+        stored = self.q(
+            """SELECT t.measure_name, count(DISTINCT r.entity_id) AS entities, count(*) AS records,
+                      max(r.to_at) AS last_to
+                 FROM _measure.interval_record r JOIN _measure.entity_type t USING (type_code)
+                WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
+                ORDER BY t.type_code""", (m.measurement_id,))
+        if stored:
+            lines.append("  stored interval records:")
+            for r in stored:
+                lines.append(f"    {r['measure_name']:<10} {r['entities']:>6} entities "
+                             f"{r['records']:>8} records, last to {_fmt(r['last_to'].astimezone(self.tz))}")
+        else:
+            lines.append("  stored interval records: none")
+        if m.state in ("running", "stopped", "scheduled"):
+            resp, why = self.ask_collector("status", {"measurement_id": m.measurement_id})
+            if resp is None:
+                lines.append(f"  collector: {why}")
+            else:
+                st = resp.get("status", {})
+                lines.append(f"  collector ({resp.get('at', '')}): {st.get('state')}, "
+                             f"{st.get('cids', 0)} CIDs, {st.get('counter_space_words', 0)} words "
+                             f"of counter space, {st.get('copies_written', 0)} copies")
+                for e, n in sorted(st.get("entities", {}).items()):
+                    lines.append(f"    {self.catalog.entity(e).measure_name:<10} {n:>6} entities")
+                for k, n in sorted(st.get("not_allocated", {}).items()):
+                    lines.append(f"    not allocated {k}: {n}")
+        return "\n".join(lines)
+
+    # -- reports -----------------------------------------------------------------------
+
+    def _cmd_SetReport(self, cmd: ast.SetReport, item: _Item) -> str:
+        r = self.state.report
+        for a in cmd.attrs:
+            if a.name == "FROM":
+                r.from_ = a.value  # type: ignore[assignment]
+            elif a.name == "TO":
+                r.to, r.for_ = a.value, None  # type: ignore[assignment]
+            elif a.name == "FOR":
+                r.for_, r.to = a.value, None  # type: ignore[assignment]
+            else:
+                setattr(r, a.name.lower().replace("-", "_"), a.value)
+        return ""
+
+    def _cmd_ListCommand(self, cmd: ast.ListCommand, item: _Item) -> str:
+        from collector.meascom import listing
+
+        text = (listing.list_active(self, cmd) if cmd.verb == "LISTACTIVE"
+                else listing.list_stored(self, cmd))
+        if cmd.out:
+            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            return f"{cmd.verb} written to {cmd.out}"
+        return text
+
+    # -- the rest ----------------------------------------------------------------------
+
+    def _cmd_Out(self, cmd: ast.Out, item: _Item) -> str:
+        self.state.out = cmd.file
+        return ""
+
+    def _cmd_Exit(self, cmd: ast.Exit, item: _Item) -> str:
+        self.state.exited = True
+        return ""
+
+    def _cmd_Help(self, cmd: ast.Help, item: _Item) -> str:
+        return _help(cmd.topic)
+
+    def _cmd_MeasSubsys(self, cmd: ast.MeasSubsys, item: _Item) -> str:
+        raise MeascomError(f"{cmd.action} MEASSUBSYS: here the measurement subsystem is the "
+                           "collector; start or stop it with `measuredb collector` / `measuredb run`")
+
+
+# ------------------------------------------------------------------------------ rendering
+
+
+def _fmt(dt: datetime) -> str:
+    return f"{dt:%d %b %Y, %H:%M:%S}".upper()
+
+
+def _fmt_opt(dt: datetime | None, tz: ZoneInfo, none: str = "now") -> str:
+    return none if dt is None else _fmt(dt.astimezone(tz))
+
+
+def _fmt_duration(us: int) -> str:
+    s = us // 1_000_000
+    for unit, n in (("HOURS", 3600), ("MINUTES", 60)):
+        if s % n == 0 and s // n <= 9999:
+            return f"{s // n} {unit}"
+    return f"{s} SECONDS"
+
+
+def _count_types(contab: Contab) -> str:
+    per: dict[str, list[int]] = {}
+    for d in contab.descriptors:
+        per.setdefault(d.type, [0, 0])[1 if d.exclude else 0] += 1
+    parts = [f"{t} {n}" + (f" (-{x} excluded)" if x else "") for t, (n, x) in per.items()]
+    return ("descriptors: " + ", ".join(parts) if parts else "no entity descriptors") + (
+        f"; {len(contab.counters)} user counters" if contab.counters else "")
+
+
+_PROCESS_KEYS = {"cpu", "pin", "process_name", "program_file_name", "oss_path"}
+
+
+def format_spec(d: EntityDescriptor) -> str | None:
+    """The MEASCOM entity spec of a descriptor, or None when MEASCOM cannot express it."""
+    f = dict(d.fields)
+    if not f:
+        return "*"
+    t = d.type
+    if t in ("PROCESS", "USERDEF", "PROCESSH"):
+        if not set(f) <= _PROCESS_KEYS:
+            return None
+        if f.get("pin") == "SYSTEM" and len(f) > 1:
+            return None
+        return format_process_spec(f)
+    if t in ("CPU", "TMF"):
+        return str(f["cpu"]) if set(f) == {"cpu"} else None
+    if t in ("FILE", "DISCOPEN"):
+        return str(f["file_name"]) if set(f) == {"file_name"} else None
+    if t in ("DISC", "DEVICE", "LINE", "NETLINE"):
+        if not set(f) <= {"device_name", "cpu"}:
+            return None
+        base = str(f.get("device_name", "$*"))
+        return f"{base}({f['cpu']})" if "cpu" in f else base
+    if t == "TERMINAL":
+        if not set(f) <= {"line_name", "subdev_name"}:
+            return None
+        line = str(f.get("line_name", "$*"))
+        return f"{line}.{f['subdev_name']}" if "subdev_name" in f else line
+    if t == "SYSTEM":
+        if set(f) == {"remote_system"}:
+            return str(f["remote_system"])
+        return str(f["remote_system_name"]) if set(f) == {"remote_system_name"} else None
+    if t == "CLUSTER":
+        return str(f["remote_system_name"]) if set(f) == {"remote_system_name"} else None
+    return None
+
+
+def render_config(m: Measurement, system_name: str, tz: ZoneInfo,
+                  entity_counts: list[dict[str, Any]] = ()) -> str:
+    """INFO MEASUREMENT: the configuration as runnable MEASCOM commands, with the time window,
+    interval and state as comments (an OBEY file that recreates the measurement)."""
+    lines = [f"== INFO MEASUREMENT {m.name} (id {m.measurement_id}) on {system_name}: {m.state}",
+             f"== window: from {_fmt_opt(m.start_at, tz)} to "
+             f"{_fmt_opt(m.stop_at, tz, 'STOP MEASUREMENT')} ({tz.key}); "
+             + (f"interval {_fmt_duration(m.interval_us)}" if m.interval_us else "no interval")]
+    if m.started_at or m.stopped_at:
+        lines.append(f"== collector: started {_fmt_opt(m.started_at, tz, '-')}, stopped "
+                     f"{_fmt_opt(m.stopped_at, tz, '-')}")
+    if entity_counts:
+        lines.append("== entities measured: " + ", ".join(
+            f"{r['measure_name']} {r['n']}" for r in entity_counts))
+    for d in m.contab.descriptors:
+        spec = format_spec(d)
+        verb = "DELETE" if d.exclude else "ADD"
+        if spec is None:
+            lines.append(f"== (not expressible in MEASCOM) {verb} {d.type} "
+                         f"{json.dumps(d.fields, sort_keys=True)}")
+        else:
+            lines.append(f"{verb} {d.type} {spec}")
+    for c in m.contab.counters:
+        lines.append(f"ADD COUNTER {c.name}, PROCESS {c.process_spec}, {c.type}"
+                     + (f", ARRAY {c.array}" if c.array is not None else ""))
+    start = [f"START MEASUREMENT {m.name}"]
+    if m.start_at:
+        start.append(f"FROM {_fmt(m.start_at.astimezone(tz))}")
+    if m.stop_at:
+        start.append(f"TO {_fmt(m.stop_at.astimezone(tz))}")
+    if m.interval_us:
+        start.append(f"INTERVAL {_fmt_duration(m.interval_us)}")
+    lines.append(", ".join(start))
+    return "\n".join(lines)
