@@ -25,3 +25,6 @@ class ApiSettings(DatabaseSettings):
     cors_origins: list[str] = Field(default_factory=list, description="closed by default")
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024)
     heartbeat_stale_seconds: float = Field(default=60.0, gt=0)
+    control_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=120,
+        description="how long a request to the collector (status, active reads, bumps) waits")

@@ -24,7 +24,7 @@ def build_engine(url: str, *, role: str, pool_size: int) -> Engine:
         # Least privilege even on the embedded server (where we log in as its superuser):
         # every API connection runs as the measure_api role.
         @event.listens_for(engine, "connect")
-        def _set_role(dbapi_conn, _record):  # noqa: ANN001
+        def _set_role(dbapi_conn, _record):
             with dbapi_conn.cursor() as cur:
                 cur.execute(f'SET ROLE "{role}"')  # role is validated by ApiSettings' pattern
             dbapi_conn.commit()
@@ -39,3 +39,9 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def psycopg_connection(session: Session):
+    """The psycopg connection under a session, inside the session's transaction (for the
+    plain-function libraries such as collector.measure.read)."""
+    return session.connection().connection.driver_connection

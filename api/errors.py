@@ -70,3 +70,52 @@ def install_handlers(app: FastAPI) -> None:
         )
         body = ErrorRead(error="InvalidInput", detail=detail, field=field or None)
         return JSONResponse(body.model_dump(exclude_none=True), status_code=422)
+
+    install_database_handler(app)
+
+
+# ---------------------------------------------------------------- database errors
+
+# SQLSTATEs raised by the API's SQL functions (schema/idempotent/030-api.sql) for mistakes
+# a client can make; the error's COLUMN names the field.
+_SQLSTATE_ERRORS: dict[str, type[MeasureError]] = {
+    "P0002": NotFound,  # no_data_found
+    "22023": InvalidInput,  # invalid_parameter_value
+    "22007": InvalidInput,  # invalid_datetime_format
+    "22008": InvalidInput,  # datetime_field_overflow
+    "55000": Conflict,  # object_not_in_prerequisite_state
+    "23505": Conflict,  # unique_violation
+}
+
+
+def database_error(exc: Exception) -> MeasureError | None:
+    """The typed error for a database error a client caused, 503 when the database is away,
+    or None (a bug: the generic 500)."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    orig = getattr(exc, "orig", exc)
+    state = getattr(orig, "sqlstate", None)
+    diag = getattr(orig, "diag", None)
+    if state in _SQLSTATE_ERRORS:
+        message = (diag.message_primary if diag is not None else None) or str(orig)
+        field = diag.column_name if diag is not None else None
+        return _SQLSTATE_ERRORS[state](message, field=field)
+    if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+        return Unavailable("the database is unreachable; try again shortly")
+    return None
+
+
+def install_database_handler(app: FastAPI) -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    @app.exception_handler(DBAPIError)
+    async def _db_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        err = database_error(exc)
+        if err is None:
+            raise exc
+        return await _render(err)
+
+
+async def _render(exc: MeasureError) -> JSONResponse:
+    body = ErrorRead(error=type(exc).__name__, detail=exc.detail, field=exc.field)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=exc.status_code)

@@ -11,9 +11,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from api.config import ApiSettings
+from api.counters.router import router as counters_router
 from api.db import build_engine
 from api.errors import install_handlers
 from api.health.router import router as health_router
+from api.measurements.router import router as measurements_router
+from api.usercounters.router import router as usercounters_router
 
 DESCRIPTION = """\
 MEASURE's callable procedures over HTTP: measurements, counter reads (MEASREAD,
@@ -43,7 +46,7 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization"])
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next):  # noqa: ANN001, ANN202
+    async def limit_body(request: Request, call_next):
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
             return JSONResponse(
@@ -54,4 +57,7 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
         return await call_next(request)
 
     app.include_router(health_router)
+    app.include_router(measurements_router)
+    app.include_router(counters_router)
+    app.include_router(usercounters_router)
     return app

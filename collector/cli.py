@@ -5,6 +5,8 @@
     measuredb collector           the collector alone (simulated node + MEASURE)
     measuredb api                 the REST API alone
     measuredb health [--collector]
+    measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
+    measuredb token create|list|revoke
 
 Bad settings and unreachable databases end the command with one line naming the setting,
 never with a traceback.
@@ -29,10 +31,14 @@ from rich.console import Console
 from collector import schema as schema_runner
 from collector.config import CollectorSettings, DatabaseSettings, describe_validation_error
 from collector.database import DatabaseError, check_reachable, describe_url, resolve
+from collector.report_cli import report_app
+from collector.token_cli import token_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
 schema_app = typer.Typer(no_args_is_help=True, help="Apply or inspect the database schema.")
 app.add_typer(schema_app, name="schema")
+app.add_typer(report_app, name="report")
+app.add_typer(token_app, name="token")
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 

@@ -32,7 +32,7 @@ import psycopg
 from collector.catalog import load_catalog
 from collector.config import CollectorSettings
 from collector.measure.contab import Contab, ContabBuilder
-from collector.measure.measmon import Measmon, Measurement
+from collector.measure.measmon import Measmon, MeasureStateError, Measurement
 from collector.sink import Pipeline, SpoolFull, Writer
 
 log = logging.getLogger(__name__)
@@ -93,14 +93,14 @@ class Collector:
         self.measmon: Measmon | None = None
         self.pipeline: Pipeline | None = None
         self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes)
-        self._seen_updates: datetime | None = None
         self._last_beat = 0.0
         self.mode = "starting"
 
     # ------------------------------------------------------------------ set-up
 
-    def register(self) -> State:
-        """The system, the checkpoint row, and on a first start the default measurement."""
+    def register(self, *, epoch_us: int | None = None) -> State:
+        """The system, the checkpoint row, and on a first start the default measurement
+        (epoch_us pins the virtual clock's origin of a first start; tests use it)."""
         t = self.topology
         s = self.settings
         with psycopg.connect(self.url) as conn:
@@ -121,7 +121,8 @@ class Collector:
             ).fetchone()
             if row is None:
                 interval = s.interval_seconds * SECOND
-                epoch = (now_us() - s.backfill_days * 86_400 * SECOND) // interval * interval
+                epoch = epoch_us if epoch_us is not None else (
+                    (now_us() - s.backfill_days * 86_400 * SECOND) // interval * interval)
                 conn.execute(
                     "INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, epoch_at)"
                     " VALUES (%s, %s, %s, %s, _measure.us_to_timestamptz(%s))",
@@ -179,14 +180,15 @@ class Collector:
                        _measure.timestamptz_to_us(coalesce(stopped_at, stop_at)),
                        interval_us, updated_at
                   FROM _measure.measurement
-                 WHERE system_id = %s AND (%s::timestamptz IS NULL OR updated_at > %s)
+                 WHERE system_id = %s
                  ORDER BY measurement_id
                 """,
-                (self.state.system_id, self._seen_updates, self._seen_updates),
+                (self.state.system_id,),
             ).fetchall()
+        # Every row, every time: the table is small, and filtering on updated_at would miss a
+        # row whose transaction committed after a later one (updated_at is its start time).
         changed = 0
-        for mid, name, contab, state, start_us, stop_us, interval_us, updated_at in rows:
-            self._seen_updates = max(self._seen_updates or updated_at, updated_at)
+        for mid, name, contab, state, start_us, stop_us, interval_us, _updated_at in rows:
             known = self.measmon.measurements.get(mid)
             if known is None:
                 if start_us is None or state == "configured":
@@ -201,6 +203,122 @@ class Collector:
                 self.measmon.set_stop(mid, stop_us)
                 changed += 1
         return changed
+
+    # ------------------------------------------------------------------ requests from the API
+
+    def handle_requests(self) -> int:
+        """Answer the API's pending control requests (MEASREADACTIVE, MEASSTATUS,
+        MEASCOUNTERBUMPINIT, MEASCOUNTERBUMP); returns how many were answered."""
+        assert self.state and self.measmon
+        answered = 0
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT request_id, kind, payload FROM _measure.control_request"
+                " WHERE system_id = %s AND answered_at IS NULL ORDER BY request_id",
+                (self.state.system_id,),
+            ).fetchall()
+            for request_id, kind, payload in rows:
+                response, error = None, None
+                try:
+                    response = self._answer(kind, payload)
+                except (ValueError, KeyError, LookupError, MeasureStateError) as exc:
+                    error = str(exc).strip("'\"")
+                conn.execute(
+                    "UPDATE _measure.control_request SET response = %s, error = %s, answered_at = now()"
+                    " WHERE request_id = %s",
+                    (None if response is None else psycopg.types.json.Jsonb(response), error, request_id),
+                )
+                conn.execute("SELECT pg_notify('measuredb_answer', %s)", (str(request_id),))
+                answered += 1
+        return answered
+
+    def _answer(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        mon = self.measmon
+        if kind == "status":
+            mid = int(payload["measurement_id"])
+            if mid not in mon.measurements:
+                raise LookupError(f"measurement {mid} is not known to the collector (not started yet?)")
+            return {"status": mon.status(mid), "cpus": {str(k): v for k, v in mon.cpu_status().items()},
+                    "at": to_ts(self.node.now_us).isoformat()}
+        if kind == "read_active":
+            return self._read_active(payload)
+        if kind == "bump_init":
+            return self._bump_init(payload)
+        if kind == "bump":
+            slot = int(payload["offset"]) + int(payload.get("index", 0))
+            done = mon.counter_bump(slot, str(payload["op"]), float(payload.get("value", 0)),
+                                    self.node.now_us)
+            return {"bumped": done, "at": to_ts(self.node.now_us).isoformat()}
+        raise ValueError(f"unknown request kind {kind!r}")
+
+    def _read_active(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Live counter records matching a descriptor: cumulative values at the node's now,
+        and, for a measurement, its baseline (start or initial-value copy) so the caller can
+        show the delta since measurement start."""
+        from collector.measure.contab import EntityDescriptor
+        from collector.measure.measmon import entity_ids
+
+        entity = self.catalog.entity(payload["entity"]).name
+        descriptor = EntityDescriptor(type=entity, fields=payload.get("descriptor") or {})
+        table = self.node.tables[entity]
+        slots = [s for s in table.measured_slots().tolist() if descriptor.matches(entity_ids(table, s))]
+        mid = payload.get("measurement_id")
+        if mid is not None:
+            m = self.measmon.measurements.get(int(mid))
+            if m is None or m.state != "running":
+                raise LookupError(f"measurement {mid} is not running")
+            space = self.measmon.spaces[entity]
+            slots = [s for s in slots if space.sharemask[table.xptr[s]] & m.flag]
+        copy = self.measmon.read_active(entity, slots)
+        baselines = None
+        if mid is not None and slots:
+            base = self.pipeline.builder._state.get((int(mid), entity))
+            if base is not None:
+                baselines = [(base.values[r].tolist(), int(base.at[r]))
+                             if base.valid[r] and base.alloc[r] == copy.alloc_us[i] else None
+                             for i, r in enumerate(copy.recs.tolist())]
+        names = [c.measure_name for c in table.entity.counters]
+        records = []
+        for i, slot in enumerate(slots):
+            rec: dict[str, Any] = {
+                "ids": entity_ids(table, slot), "cpu": int(copy.cpu[i]),
+                "record_at": to_ts(int(copy.alloc_us[i])).isoformat(),
+                "counters": dict(zip(names, copy.values[i].tolist(), strict=True)),
+            }
+            if baselines is not None and baselines[i] is not None:
+                values, at = baselines[i]
+                rec["baseline_at"] = to_ts(at).isoformat()
+                rec["baseline"] = dict(zip(names, values, strict=True))
+            records.append(rec)
+        return {"entity": entity, "at": to_ts(self.node.now_us).isoformat(), "records": records}
+
+    def _bump_init(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """MEASCOUNTERBUMPINIT for a process outside the simulated node: its user counter
+        elements become USERDEF entities (started now, so active measurements whose CONTAB
+        names them attach); the offset is -1 when no active measurement has the counter."""
+        process = payload["process"]
+        name = str(payload["name"]).upper()
+        elements = int(payload.get("elements", 1))
+        if not 1 <= len(name) <= 16:
+            raise ValueError("counter name must be 1-16 characters")
+        if not 1 <= elements <= 256:
+            raise ValueError("a user counter has 1-256 elements")
+        table = self.node.tables["userdef"]
+        ids = {"pin": int(process.get("pin", 0)), "process_name": str(process.get("process_name", "")).upper(),
+               "program_file_name": str(process.get("program_file_name", "")).upper(), "name": name}
+        cpu = int(process.get("cpu", 0))
+        first = None
+        for index in range(elements):
+            found = [s for s in range(table.n) if table.alive[s] and int(table.cpu[s]) == cpu
+                     and all(table.id_of(s).get(k) == v for k, v in {**ids, "index": index}.items())]
+            if found:
+                slot = found[0]
+            else:
+                slot = table.add(cpu=cpu, at_us=self.node.now_us, transient=True, index=index, **ids)
+                self.measmon.entity_started("userdef", slot, self.node.now_us)
+            first = slot if first is None else first
+        offset = self.measmon.counter_bump_init(first)
+        return {"offset": first if offset >= 0 else -1, "elements": elements}
 
     # ------------------------------------------------------------------ running
 
@@ -239,6 +357,7 @@ class Collector:
             if target > self.node.now_us:
                 self.advance(target)
             self.poll_control()
+            self.handle_requests()
             self.heartbeat()
             if time.monotonic() - last_checkpoint > 600 and self.checkpoint():
                 last_checkpoint = time.monotonic()
@@ -310,7 +429,6 @@ class Collector:
         self.node, self.measmon, self.pipeline = saved["node"], saved["measmon"], saved["pipeline"]
         self.measmon.sink = self.pipeline.on_copy
         self.measmon.on_state = self._on_state
-        self._seen_updates = None
         return True
 
     def close(self) -> None:

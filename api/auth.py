@@ -1,0 +1,61 @@
+"""Bearer tokens (``Authorization: Bearer <token>``): only their SHA-256 is stored.
+
+Scopes: ``read`` and ``write`` (write includes read). Every state-changing endpoint depends on
+:data:`WriteToken`; reads depend on :data:`ReadToken`, which asks for a token only when
+MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is sent is always checked).
+Tokens are made by ``measuredb token create NAME --scope read|write``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import text
+
+from api.db import SessionDep
+from api.errors import Forbidden, Unauthorized
+
+bearer = HTTPBearer(auto_error=False, description="a token from `measuredb token create`")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def token_sha256(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _scope(session: SessionDep, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    if credentials is None:
+        return None
+    scope = session.execute(text("SELECT measure.token_scope(:h)"),
+                            {"h": token_sha256(credentials.credentials)}).scalar()
+    if scope is None:
+        raise Unauthorized("the bearer token is unknown or revoked", field="Authorization")
+    return scope
+
+
+def require_write(session: SessionDep, credentials: Credentials) -> str:
+    scope = _scope(session, credentials)
+    if scope is None:
+        raise Unauthorized("this endpoint changes state: send Authorization: Bearer <token> "
+                           "with a write token (measuredb token create NAME --scope write)",
+                           field="Authorization")
+    if scope != "write":
+        raise Forbidden("this endpoint changes state and needs a write token; this one is "
+                        f"{scope}-only", field="Authorization")
+    return scope
+
+
+def require_read(request: Request, session: SessionDep, credentials: Credentials) -> str | None:
+    scope = _scope(session, credentials)
+    if scope is None and request.app.state.settings.require_token_for_reads:
+        raise Unauthorized("reads need a token on this server: send Authorization: Bearer "
+                           "<token> (measuredb token create NAME --scope read)",
+                           field="Authorization")
+    return scope
+
+
+WriteToken = Annotated[str, Depends(require_write)]
+ReadToken = Annotated[str | None, Depends(require_read)]

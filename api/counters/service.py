@@ -1,0 +1,164 @@
+"""Counter reads: MEASREAD over stored interval records (collector/measure/read.py) and
+MEASREADACTIVE / LISTACTIVE through the running collector.
+
+Active reads — the contract with the collector (control_request kind ``read_active``):
+
+payload::
+
+    {"entity": "cpu",                      # catalogue entity name
+     "descriptor": {"cpu": 3},             # canonical CONTAB descriptor fields ({} = all)
+     "measurement_id": 7}                  # or null: any active measurement's records
+
+response (the collector's answer)::
+
+    {"at_us": 1714550400123456,            # when the records were read (Unix µs, UTC)
+     "records": [
+        {"key": "cpu=3",                   # _measure.entity.key (sink.entity_key)
+         "ids": {"cpu": 3},                # identifying fields
+         "cpu": 3,
+         "record_at_us": 1714500000000000, # allocation of the counter record (CPU: load)
+         "counters": [123, 0, ...]}]}      # cumulative values since record_at_us, catalogue order
+
+An entity that no active measurement measures is simply absent; when none matches at all the
+collector answers with an empty list (not an error). Errors: ``not_found: …`` (e.g. no such
+measurement running), ``invalid: …``. The API turns the answer into the same record shape
+as MEASREAD: from_at = record_at, to_at = at, DELTA-TIME = at − record_at, values rated with
+measure.rate when RATE ON (activity since measurement start, or since CPU load for CPUs).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from api.control import call_collector, resolve_system
+from api.counters.schemas import (
+    ActiveReadQuery,
+    CounterColumnRead,
+    CounterDefRead,
+    CounterReadPage,
+    CounterReadQuery,
+    CounterRecordRead,
+    EntityTypeRead,
+)
+from api.db import psycopg_connection
+from api.errors import InvalidInput, MeasureError, NotFound
+from collector.catalog import load_catalog
+from collector.measure import read as measread
+from collector.measure.contab import Contab, DescriptorError, normalize_fields
+
+NOT_ACTIVE = ("discopen", "processh")  # MEASREADACTIVE refuses these (measure-reference §6.6)
+
+
+def _typed(exc: measread.ReadError) -> MeasureError:
+    return (NotFound if exc.status == 404 else InvalidInput)(exc.message, field=exc.field)
+
+
+def parse_ids(values: list[str]) -> dict[str, Any]:
+    """``field:value`` strings → descriptor fields."""
+    out: dict[str, Any] = {}
+    for v in values:
+        name, sep, value = v.partition(":")
+        if not sep or not name.strip():
+            raise InvalidInput(f"ids entry {v!r} must be field:value, e.g. cpu:3", field="ids")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _record(r: measread.Record) -> CounterRecordRead:
+    return CounterRecordRead(entity_key=r.key, ids=r.ids, cpu=r.cpu, from_at=r.from_at, to_at=r.to_at,
+                             delta_seconds=r.delta_us / 1e6, intervals=r.intervals, values=r.values)
+
+
+def _columns(ent: Any, counters: list, rate: bool) -> list[CounterColumnRead]:
+    return [CounterColumnRead(**c) for c in measread.counter_columns(ent, counters, rate)]
+
+
+def read_counters(session: Session, measurement_id: int, entity: str, q: CounterReadQuery) -> CounterReadPage:
+    given = [x is not None for x in (q.if_counter, q.if_op, q.if_value)]
+    if any(given) and not all(given):
+        raise InvalidInput("IF needs if_counter, if_op and if_value together", field="if_counter")
+    query = measread.ReadQuery(
+        entity=entity, descriptor=parse_ids(q.ids), counters=q.counters, from_at=q.from_at,
+        to_at=q.to_at, at=q.at,
+        tolerance=timedelta(seconds=q.tolerance_seconds) if q.tolerance_seconds is not None else None,
+        all_records=q.all_records, rate=q.rate, by=q.by, descending=q.descending,
+        if_=measread.Condition(q.if_counter, q.if_op, q.if_value) if q.if_counter else None,  # type: ignore[arg-type]
+        zero_reports=q.zero_reports, limit=q.limit, cursor=q.cursor)
+    try:
+        result = measread.read(psycopg_connection(session), measurement_id, query)
+    except measread.ReadError as exc:
+        raise _typed(exc) from None
+    return CounterReadPage(measurement_id=measurement_id, entity=result.entity.name, mode=result.mode,
+                           rate=result.rate, counters=_columns(result.entity, result.counters, result.rate),
+                           records=[_record(r) for r in result.records], next_cursor=result.next_cursor)
+
+
+def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuery, *,
+                timeout: float) -> CounterReadPage:
+    ent = load_catalog().entity(entity)
+    if ent.name in NOT_ACTIVE:
+        raise InvalidInput(f"MEASREADACTIVE cannot read {ent.measure_name} records", field="entity")
+    try:
+        _, fields = normalize_fields(ent.measure_name, parse_ids(q.ids))
+        shown = measread.resolve_counters(ent, q.counters)
+    except DescriptorError as exc:
+        raise InvalidInput(f"{ent.measure_name} descriptor: {exc.message}",
+                           field=f"ids.{exc.field}" if exc.field else "ids") from None
+    except measread.ReadError as exc:
+        raise _typed(exc) from None
+    contab: Contab | None = None
+    if q.measurement_id is not None:
+        conn = psycopg_connection(session)
+        try:
+            info = measread.measurement_info(conn, q.measurement_id)
+        except measread.ReadError as exc:
+            raise _typed(exc) from None
+        system_id, contab = info.system_id, info.contab
+    else:
+        system_id = resolve_system(session, q.system).system_id
+    answer = call_collector(engine, system_id, "read_active",
+                            {"entity": ent.name, "descriptor": fields, "measurement_id": q.measurement_id},
+                            timeout=timeout)
+    try:
+        at_us = int(answer["at_us"])
+        raw = [(r, int(r["record_at_us"]), [int(v) for v in r["counters"]]) for r in answer["records"]]
+    except (KeyError, TypeError, ValueError):
+        raise InvalidInput("the collector's read_active answer is malformed", field=None) from None
+    paired = ent.counter(measread.PAIRED_COUNTER) if measread.PAIRED_COUNTER in ent else None
+    records: list[CounterRecordRead] = []
+    items: list[tuple[str, int | None, int, int | None]] = []
+    for r, rec_at, counters in raw:
+        delta_us = max(at_us - rec_at, 1)
+        pv = counters[paired.position] if paired is not None and paired.position < len(counters) else None
+        for c in shown:
+            v = counters[c.position] if c.position < len(counters) else None
+            items.append((measread.counter_kind(c, ent, r.get("ids", {}), contab), v, delta_us, pv))
+        records.append(CounterRecordRead(
+            entity_key=str(r.get("key", "")), ids=r.get("ids", {}), cpu=r.get("cpu"),
+            from_at=_ts(rec_at), to_at=_ts(at_us), delta_seconds=delta_us / 1e6, intervals=1,
+            values={c.name: counters[c.position] if c.position < len(counters) else None for c in shown}))
+    if q.rate:
+        rated = iter(measread.rate_values(psycopg_connection(session), items))
+        for rec in records:
+            rec.values = {c.name: next(rated) for c in shown}
+    return CounterReadPage(measurement_id=q.measurement_id, entity=ent.name, mode="active", rate=q.rate,
+                           counters=_columns(ent, shown, q.rate), records=records, next_cursor=None)
+
+
+def _ts(us: int) -> datetime:
+    return datetime.fromtimestamp(us // 1_000_000, UTC).replace(microsecond=us % 1_000_000)
+
+
+def entity_types() -> list[EntityTypeRead]:
+    return [EntityTypeRead(entity=e.name, measure_name=e.measure_name, type_code=e.code,
+                           id_fields=list(e.id_fields), help=e.help) for e in load_catalog()]
+
+
+def counter_defs(entity: str) -> list[CounterDefRead]:
+    return [CounterDefRead(name=c.name, measure_name=c.measure_name, kind=c.kind, unit=c.unit,
+                           rate_unit=measread.rate_unit(c), position=c.position + 1, help=c.help)
+            for c in load_catalog().entity(entity).counters]

@@ -1,0 +1,44 @@
+"""User-defined counters: MEASCOUNTERBUMPINIT / MEASCOUNTERBUMP shapes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+BumpOp = Literal["INC", "ADD", "SETBUSY", "RESETBUSY", "INCQUEUE", "DEQUEUE"]
+
+
+class UserCounterRef(BaseModel):
+    """One element of a user counter in one process (USERDEF identifying fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    system: str | None = Field(default=None, max_length=16, description="default: the only system")
+    cpu: int = Field(ge=0, le=15)
+    pin: int = Field(ge=0, le=65535)
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,15}$", examples=["REQUESTS"])
+    index: int = Field(default=0, ge=0, le=127, description="array element (ARRAY n: 0..n)")
+
+
+class BumpInitCreate(UserCounterRef):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"cpu": 2, "pin": 45, "name": "REQUESTS"}]})
+
+
+class BumpInitRead(BaseModel):
+    offset: int = Field(description="the counter's offset for bumps, or -1 when no active "
+                                    "measurement has the counter (ERR^UDCNOTPRESENT)")
+
+
+class BumpCreate(UserCounterRef):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"cpu": 2, "pin": 45, "name": "REQUESTS", "op": "ADD", "value": 3}]})
+
+    offset: int | None = Field(default=None, ge=0, le=2**31 - 1, description="from bump-init")
+    op: BumpOp
+    value: int = Field(default=1, ge=0, le=2**53, description="amount for ADD")
+
+
+class BumpRead(BaseModel):
+    bumped: bool = Field(description="false when no active measurement measures the counter")
