@@ -65,7 +65,7 @@ def sqlalchemy_url(url: str) -> str:
 def describe_url(url: str) -> str:
     """The URL without its password, for messages and the start-up banner."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
     return parts._replace(netloc=netloc).geturl()

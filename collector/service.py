@@ -402,6 +402,8 @@ class Collector:
         path = self._checkpoint_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
+        callbacks = self.measmon.sink, self.measmon.on_state
+        self.measmon.sink = self.measmon.on_state = None  # they hold the writer's connection
         try:
             with tmp.open("wb") as f:
                 pickle.dump({"epoch_us": self.state.epoch_us, "node": self.node,
@@ -413,6 +415,8 @@ class Collector:
             log.warning("checkpoint not written (%s); a restart replays from the origin", exc)
             tmp.unlink(missing_ok=True)
             return False
+        finally:
+            self.measmon.sink, self.measmon.on_state = callbacks
 
     def _load_checkpoint(self) -> bool | None:
         path = self._checkpoint_path()

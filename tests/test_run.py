@@ -1,0 +1,81 @@
+"""`measuredb run` (what `make run` starts): the platform comes up on an embedded PostgreSQL,
+answers GET /health, stops cleanly on Ctrl-C, and a second start reuses the data."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(data: Path, port: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(MEASUREDB_DATA_DIR=str(data), MEASUREDB_COLLECTOR_BACKFILL_DAYS="0",
+               MEASUREDB_COLLECTOR_HEARTBEAT_SECONDS="1")
+    return subprocess.Popen([sys.executable, "-m", "collector", "run", "--api-port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    body: dict = {}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                body = json.loads(r.read())
+                if r.status == 200 and body["collector_alive"]:
+                    return body
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"no healthy platform within {timeout} s: {body}")
+
+
+def ctrl_c(proc: subprocess.Popen) -> str:
+    os.killpg(proc.pid, signal.SIGINT)   # what a terminal's Ctrl-C does: the whole group
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    return out
+
+
+def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port = free_port()
+    proc = start(data, port)
+    body = wait_healthy(port, proc)
+    assert body["status"] == "ok" and body["database"] and body["timescaledb"] is False
+    out = ctrl_c(proc)
+    assert "measuredb is running" in out and f"http://127.0.0.1:{port}/docs" in out
+    assert "measuredb stopped." in out
+    pgdata = data / "pg"
+    assert not (pgdata / "postmaster.pid").exists()        # the embedded server stopped
+    # warm start: same data, no second default measurement
+    proc = start(data, port)
+    wait_healthy(port, proc)
+    out = ctrl_c(proc)
+    from collector.database import start_embedded
+
+    server = start_embedded(data)
+    try:
+        with psycopg.connect(server.url()) as c:
+            assert c.execute("SELECT count(*) FROM _measure.measurement").fetchone()[0] == 1
+            assert c.execute("SELECT count(*) FROM _measure.counter_copy").fetchone()[0] > 0
+    finally:
+        server.stop()
