@@ -165,7 +165,12 @@ class Collector:
         self.poll_control()
 
     def _on_state(self, m: Measurement, event: str, at_us: int) -> None:
-        self.pipeline.control(event, m.measurement_id, at_us)
+        usage = None
+        if event == "stopped":
+            usage = {"entities": m.usage,
+                     "not_allocated": {f"{e}:{err}": n for (e, err), n in m.unallocated.items()},
+                     "copies_written": m.copies_written}
+        self.pipeline.control(event, m.measurement_id, at_us, usage)
 
     # ------------------------------------------------------------------ control plane
 

@@ -111,7 +111,8 @@ class Slice:
     n_intervals: int = 0
     from_min_us: int | None = None   # earliest and latest FROM-TIMESTAMP of its intervals
     from_max_us: int | None = None
-    control: list[tuple[str, int, int]] = field(default_factory=list)  # (event, measurement id, at_us)
+    # (event, measurement id, at_us, usage per entity type at stop or None)
+    control: list[tuple[str, int, int, dict | None]] = field(default_factory=list)
 
     def empty(self) -> bool:
         return not (self.entities or self.copies or self.intervals or self.control)
@@ -194,8 +195,8 @@ class Pipeline:
         sl.from_min_us = lo if sl.from_min_us is None else min(sl.from_min_us, lo)
         sl.from_max_us = hi if sl.from_max_us is None else max(sl.from_max_us, hi)
 
-    def control(self, event: str, measurement_id: int, at_us: int) -> None:
-        self.slice.control.append((event, measurement_id, at_us))
+    def control(self, event: str, measurement_id: int, at_us: int, usage: dict | None = None) -> None:
+        self.slice.control.append((event, measurement_id, at_us, usage))
 
     def take(self, until_us: int) -> Slice:
         out, self.slice = self.slice, Slice(until_us=0)
@@ -343,13 +344,14 @@ class Writer:
                     " FROM _measure.collector_state WHERE collector_id = %s",
                     (sl.from_min_us, sl.from_max_us, self.collector_id),
                 )
-            for event, mid, at in sl.control:
+            for event, mid, at, usage in sl.control:
                 column = {"started": "started_at", "stopped": "stopped_at"}[event]
                 state = {"started": "running", "stopped": "stopped"}[event]
                 cur.execute(
                     f"UPDATE _measure.measurement SET state = %s, {column} = _measure.us_to_timestamptz(%s),"
-                    " updated_at = now() WHERE measurement_id = %s AND state <> 'stopped'",
-                    (state, at, mid),
+                    " usage = coalesce(%s, usage), updated_at = clock_timestamp()"
+                    " WHERE measurement_id = %s AND state <> 'stopped'",
+                    (state, at, None if usage is None else json.dumps(usage), mid),
                 )
             cur.execute(
                 "UPDATE _measure.collector_state SET durable_until = _measure.us_to_timestamptz(%s),"

@@ -83,6 +83,7 @@ CREATE TABLE _measure.measurement (
     state           text NOT NULL DEFAULT 'configured'
                     CHECK (state IN ('configured', 'scheduled', 'running', 'stopped', 'failed')),
     state_detail    text,
+    usage           jsonb,                         -- counter-space usage per entity type at stop
     started_at      timestamptz,                   -- when the collector actually started it
     stopped_at      timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now(),

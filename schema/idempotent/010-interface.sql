@@ -22,7 +22,7 @@ GRANT SELECT ON measure.system TO measure_writer, measure_api, measure_reader;
 CREATE OR REPLACE VIEW measure.measurement AS
 SELECT m.measurement_id, s.system_name, m.name, m.state, m.state_detail, m.start_at, m.stop_at,
        m.interval_us / 1000000.0 AS interval_seconds, m.started_at, m.stopped_at,
-       m.contab, m.source, m.created_at, m.updated_at
+       m.contab, m.source, m.created_at, m.updated_at, m.usage
   FROM _measure.measurement m JOIN _measure.system s USING (system_id);
 GRANT SELECT ON measure.measurement TO measure_writer, measure_api, measure_reader;
 
