@@ -21,6 +21,7 @@ class ApiSettings(DatabaseSettings):
         description="role every API session runs as (SET ROLE); empty the login role's own",
     )
     pool_size: int = Field(default=10, ge=1, le=200)
+    workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
     require_token_for_reads: bool = Field(default=False)
     cors_origins: list[str] = Field(default_factory=list, description="closed by default")
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024)

@@ -23,6 +23,7 @@ class MeasureError(Exception):
         super().__init__(detail)
         self.detail = detail
         self.field = field
+        self.extra: dict[str, Any] = {}  # more fields of the body (e.g. MEASCOM line/column)
 
 
 class NotFound(MeasureError):
@@ -57,8 +58,7 @@ def responses(*errors: type[MeasureError]) -> dict[int | str, dict[str, Any]]:
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(MeasureError)
     async def _measure_error(_request: Request, exc: MeasureError) -> JSONResponse:
-        body = ErrorRead(error=type(exc).__name__, detail=exc.detail, field=exc.field)
-        return JSONResponse(body.model_dump(exclude_none=True), status_code=exc.status_code)
+        return await _render(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -118,4 +118,5 @@ def install_database_handler(app: FastAPI) -> None:
 
 async def _render(exc: MeasureError) -> JSONResponse:
     body = ErrorRead(error=type(exc).__name__, detail=exc.detail, field=exc.field)
-    return JSONResponse(body.model_dump(exclude_none=True), status_code=exc.status_code)
+    extra = {k: v for k, v in exc.extra.items() if v is not None}
+    return JSONResponse({**body.model_dump(exclude_none=True), **extra}, status_code=exc.status_code)

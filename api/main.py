@@ -15,7 +15,10 @@ from api.counters.router import router as counters_router
 from api.db import build_engine
 from api.errors import install_handlers
 from api.health.router import router as health_router
+from api.meascom.router import router as meascom_router
 from api.measurements.router import router as measurements_router
+from api.reports.router import router as reports_router
+from api.tiers.router import router as tiers_router
 from api.usercounters.router import router as usercounters_router
 
 DESCRIPTION = """\
@@ -60,4 +63,7 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.include_router(measurements_router)
     app.include_router(counters_router)
     app.include_router(usercounters_router)
+    app.include_router(tiers_router)
+    app.include_router(meascom_router)
+    app.include_router(reports_router)
     return app

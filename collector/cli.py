@@ -125,17 +125,21 @@ def api(
     port: Annotated[int | None, typer.Option(help="port (MEASUREDB_API_PORT)")] = None,
 ) -> None:
     """Serve the REST API."""
-    import uvicorn
-
     from api.config import ApiSettings
     from api.main import create_app
+    from api.serve import run as serve
 
     settings = ApiSettings()
     if host is not None or port is not None:
         settings = settings.model_copy(update={k: v for k, v in {"host": host, "port": port}.items() if v is not None})
     url, _server = _database(settings)
-    uvicorn.run(create_app(settings, database_url=url), host=settings.host, port=settings.port,
-                log_level="warning")
+    if settings.workers > 1:  # each worker builds its own app from the environment
+        os.environ["DATABASE_URL"] = url
+        serve("api.main:create_app", factory=True, host=settings.host, port=settings.port,
+              workers=settings.workers, log_level="warning")
+    else:
+        serve(create_app(settings, database_url=url), host=settings.host, port=settings.port,
+              log_level="warning")
 
 
 @app.command()

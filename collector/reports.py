@@ -112,6 +112,23 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("crossing_date", "CROSSES/CAPACITY"), Column("crossing_early", "+15 %/CROSSES"),
         Column("crossing_late", "-15 %/CROSSES"), Column("month_peak", "MONTH/PEAK", F),
         Column("busy_if_one_halted", "BUSY IF/ONE CPU/HALTED", F)), window="range"),
+    # Scheduled by default (collector/scheduler.py): the daily condensation check and the
+    # weekly shift summary.
+    Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (
+        Column("time_of_day", "TIME/OF/DAY"), Column("loadid", "LOADID"),
+        Column("shift_no", "SHIFT", "i"), Column("measured", "ENTITIES/MEASURED", "i"),
+        Column("condensed", "ENTITIES/IN HOUR/TIER", "i"), Column("coverage_min", "MIN CPU/COVER-/AGE", "f2"),
+        Column("problems", "PROBLEMS")),
+        empty="EVERY HOUR IS CONDENSED"),
+    Report("shift-summary", "SHIFT SUMMARY REPORT", {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED}, (
+        Column("shift_day", "SHIFT/DAY"), Column("shift_no", "SHIFT", "i"), Column("cpu", "CPU/#", "i"),
+        Column("hours", "HOURS", "i"), Column("coverage_ratio", "COVER-/AGE", "f2"),
+        Column("qlen_avg", "AVG/CPU/QLEN", F), Column("qlen_max", "MAX/CPU/QLEN", F),
+        Column("qlen_delt", "DELT/CPU/QLEN", F), Column("swap_avg", "AVG/CPU/SWAP", F),
+        Column("swap_max", "MAX/CPU/SWAP", F), Column("busy_avg", "AVG/CPU/BUSY", F),
+        Column("busy_max", "MAX/CPU/BUSY", F), Column("busy_delt", "DELT/CPU/BUSY", F),
+        Column("ibusy_avg", "AVG/INTR/BUSY", F), Column("ibusy_max", "MAX/INTR/BUSY", F)),
+        window="range"),
 ]}
 
 

@@ -21,6 +21,7 @@ import logging
 import os
 import pickle
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -348,6 +349,21 @@ class Collector:
                 if bar:
                     bar.update(task, completed=self.node.now_us - start)
 
+    def start_scheduler(self, every_s: float = 30.0) -> threading.Event:
+        """Run due scheduled reports (collector/scheduler.py) every `every_s` seconds in a
+        background thread, so a long report never holds up the virtual clock. Two collectors
+        never run one schedule slot twice: slots are claimed in the database."""
+        from collector import scheduler
+
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(every_s):
+                scheduler.run_due_quietly(self.url, instance=self.collector_id)
+
+        threading.Thread(target=loop, name="report-scheduler", daemon=True).start()
+        return stop
+
     def live(self, *, stop_after_s: float | None = None) -> None:
         """Pace the virtual clock at real time × speed; poll the control plane each second."""
         self.mode = "live"
@@ -466,6 +482,7 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
     try:
         collector.backfill(now_us(), progress=os.isatty(2))
         collector.checkpoint()
+        collector.start_scheduler()
         collector.live()
     except KeyboardInterrupt:
         log.info("stopping: copies up to %s are stored", to_ts(max(collector.writer.durable_until_us, 0)))

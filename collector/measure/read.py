@@ -258,17 +258,13 @@ def select_entities(conn: psycopg.Connection, system_id: int, entity: str | int,
                     descriptor: Mapping[str, Any]) -> list[EntityRow]:
     """Entities of one type of a system matching a descriptor (wildcards as in CONTAB)."""
     ent = entity_def(entity)
-    try:
-        tname, fields = normalize_fields(ent.measure_name, descriptor)
-    except DescriptorError as exc:
-        raise ReadError(f"{ent.measure_name} descriptor: {exc.message}",
-                        field=f"descriptor.{exc.field}" if exc.field else "descriptor") from None
-    desc = EntityDescriptor(type=tname, fields=fields)
-    rows = conn.execute(
-        "SELECT entity_id, key, ids, cpu FROM measure.entity WHERE system_id = %s AND type_code = %s",
+    desc = _descriptor(ent, descriptor)
+    text = conn.execute(
+        "SELECT json_agg(json_build_array(e.entity_id, e.key, e.ids, e.cpu) ORDER BY e.entity_id)::text"
+        "  FROM measure.entity e WHERE e.system_id = %s AND e.type_code = %s",
         (system_id, ent.code),
-    ).fetchall()
-    return [EntityRow(r[0], r[1], r[2], r[3]) for r in rows if desc.matches(r[2])]
+    ).fetchone()[0]
+    return _matching(ent, desc, text)
 
 
 def rate_values(conn: psycopg.Connection, items: Sequence[tuple[str, int | None, int, int | None]]) -> list[float | None]:
@@ -300,10 +296,6 @@ def _decode_cursor(cursor: str) -> Any:
                         field="cursor") from None
 
 
-def _jsonable(key: Any) -> Any:
-    return json.loads(json.dumps(key))
-
-
 def _id_sort_key(ent: EntityDef, ids: Mapping[str, Any]) -> list[Any]:
     out: list[Any] = []
     for f in ent.id_fields:
@@ -318,30 +310,70 @@ def _id_sort_key(ent: EntityDef, ids: Mapping[str, Any]) -> list[Any]:
 
 
 # ---------------------------------------------------------------- the read
+#
+# A read is two round trips: _INFO (the measurement and the entities of the type, one row)
+# and one statement per mode that selects the records and rates them (measure.rate, the one
+# place of the reduction) in the same statement. The SQL text depends only on the mode and
+# on how many counters are read, never on request text: counter positions, kinds, entity
+# ids and times are parameters. Parsed CONTABs and descriptor matches are cached by the
+# exact text the database returned, so a changed measurement or a new entity is seen at
+# once (nothing to invalidate by hand).
 
+_INFO = """
+SELECT m.measurement_id, s.system_id, m.name, m.state,
+       (m.interval_seconds * 1000000)::bigint, m.contab::text,
+       (SELECT json_agg(json_build_array(e.entity_id, e.key, e.ids, e.cpu) ORDER BY e.entity_id)::text
+          FROM measure.entity e WHERE e.system_id = s.system_id AND e.type_code = %(t)s)
+  FROM measure.measurement m JOIN measure.system s USING (system_name)
+ WHERE m.measurement_id = %(m)s
+"""
 
-_COLS = "x.entity_id, x.from_at, x.to_at, x.delta_us, 1, x.counters"
+# The selected counters of an interval record x, in the order of %(pos)s (1-based positions;
+# a position beyond the stored array gives NULL).
+_VALS = "ARRAY(SELECT x.counters[u.p] FROM unnest(%(pos)s::int[]) WITH ORDINALITY AS u(p, i) ORDER BY u.i)"
 
-_LATEST = f"""
-SELECT {_COLS.replace('x.', 'r.')}
+# Rating wrapper: r.vals rated per counter kind (%(kinds)s, with per-entity overrides for
+# USERDEF TIME-VALUE at index %(tvi)s), the paired TRANSACTIONS at index %(pidx)s.
+_RATED = """
+SELECT r.*, CASE WHEN %(rate)s THEN ARRAY(
+         SELECT measure.rate(coalesce(o.kind, u.kind), u.v, r.delta_us, r.vals[%(pidx)s::int])::float8
+           FROM unnest(%(kinds)s::text[], r.vals::numeric[]) WITH ORDINALITY AS u(kind, v, i)
+           LEFT JOIN unnest(%(oe)s::bigint[], %(ok)s::text[]) AS o(entity_id, kind)
+                  ON u.i = %(tvi)s::int AND o.entity_id = r.entity_id
+          ORDER BY u.i) END AS rated
+  FROM ({inner}) r
+"""
+
+_LATEST = _RATED.format(inner=f"""
+SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals
   FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
   CROSS JOIN LATERAL (
-        SELECT * FROM measure.interval_record x
-         WHERE x.measurement_id = %(m)s AND x.entity_id = e.entity_id
-         ORDER BY x.record_at DESC, x.from_at DESC LIMIT 1) r
-"""
+        SELECT * FROM measure.interval_record y
+         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id
+         ORDER BY y.record_at DESC, y.from_at DESC LIMIT 1) x
+""")
 
-_NEAREST = f"""
-SELECT DISTINCT ON (x.entity_id) {_COLS}
-  FROM measure.interval_record x
- WHERE x.measurement_id = %(m)s AND x.system_id = %(s)s AND x.type_code = %(t)s
-   AND x.entity_id = ANY(%(ids)s::bigint[])
-   AND x.to_at >= %(lo)s::timestamptz AND x.to_at <= %(hi)s::timestamptz
-   AND x.from_at >= %(flo)s::timestamptz AND x.from_at < %(hi)s::timestamptz
- ORDER BY x.entity_id, abs(extract(epoch FROM x.to_at - %(at)s::timestamptz)), x.to_at
-"""
+# Per entity, the closest record at or before `at` and the closest one after it (two index
+# probes on (measurement_id, entity_id, to_at)); the nearer wins, a tie the earlier.
+_NEAREST_PROBE = """
+        SELECT y.* FROM measure.interval_record y
+         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id
+           AND y.to_at {cmp} %(at)s::timestamptz
+           AND y.to_at >= %(lo)s::timestamptz AND y.to_at <= %(hi)s::timestamptz
+           AND y.from_at >= %(flo)s::timestamptz AND y.from_at < %(hi)s::timestamptz
+         ORDER BY y.to_at {order} LIMIT 1"""
+_NEAREST = _RATED.format(inner=f"""
+SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals
+  FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
+  CROSS JOIN LATERAL (
+        SELECT c.* FROM (({_NEAREST_PROBE.format(cmp="<=", order="DESC")})
+                          UNION ALL ({_NEAREST_PROBE.format(cmp=">", order="ASC")})) c
+         ORDER BY abs(extract(epoch FROM c.to_at - %(at)s::timestamptz)), c.to_at LIMIT 1) x
+""")
 
-_SUMMARY = """
+# MEASREAD_DIFF_: per entity the sums over the window, and the first and last interval's
+# counters for snapshot / max counters (%(src)s: 0 sum, 1 last interval, 2 first interval).
+_SUMMARY = _RATED.format(inner="""
 WITH s AS (
     SELECT x.entity_id, min(x.from_at) AS from_at, max(x.to_at) AS to_at,
            max(x.from_at) AS last_from, sum(x.delta_us) AS delta_us, count(*) AS n,
@@ -352,7 +384,10 @@ WITH s AS (
        AND x.from_at >= %(lo)s::timestamptz AND x.from_at < %(hi)s::timestamptz
        AND x.to_at <= %(hi)s::timestamptz
      GROUP BY x.entity_id)
-SELECT s.entity_id, s.from_at, s.to_at, s.delta_us, s.n, s.sums, l.counters, f.counters
+SELECT s.entity_id, s.from_at, s.to_at, s.delta_us, s.n,
+       ARRAY(SELECT CASE u.src WHEN 0 THEN s.sums[u.i] WHEN 1 THEN l.counters[u.p] ELSE f.counters[u.p] END
+               FROM unnest(%(src)s::int[], %(pos)s::int[]) WITH ORDINALITY AS u(src, p, i)
+              ORDER BY u.i)::numeric[] AS vals
   FROM s
  CROSS JOIN LATERAL (
         SELECT y.counters FROM measure.interval_record y
@@ -364,10 +399,10 @@ SELECT s.entity_id, s.from_at, s.to_at, s.delta_us, s.n, s.sums, l.counters, f.c
          WHERE y.system_id = %(s)s AND y.type_code = %(t)s AND y.from_at = s.from_at
            AND y.measurement_id = %(m)s AND y.entity_id = s.entity_id
          ORDER BY y.record_at LIMIT 1) f
-"""
+""")
 
-_INTERVALS = f"""
-SELECT {_COLS}, x.record_at
+_INTERVALS = _RATED.format(inner=f"""
+SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals, x.record_at
   FROM measure.interval_record x
  WHERE x.measurement_id = %(m)s AND x.system_id = %(s)s AND x.type_code = %(t)s
    AND x.entity_id = ANY(%(ids)s::bigint[])
@@ -376,7 +411,53 @@ SELECT {_COLS}, x.record_at
    AND (x.from_at, x.entity_id, x.record_at) > (%(cf)s::timestamptz, %(ce)s::bigint, %(cr)s::timestamptz)
  ORDER BY x.from_at, x.entity_id, x.record_at
  LIMIT %(batch)s
-"""
+""") + " ORDER BY r.from_at, r.entity_id, r.record_at"
+
+# Caches keyed by the exact text the database returned (bounded; cleared when full).
+_CACHE_MAX = 512
+_contab_cache: dict[str, Contab | None] = {}
+_match_cache: dict[tuple[int, str, str], list[EntityRow]] = {}
+
+
+def _cached_contab(text: str | None) -> Contab | None:
+    if text is None:
+        return None
+    try:
+        return _contab_cache[text]
+    except KeyError:
+        pass
+    try:
+        contab: Contab | None = Contab.model_validate_json(text)
+    except ValueError:
+        contab = None
+    if len(_contab_cache) >= _CACHE_MAX:
+        _contab_cache.clear()
+    _contab_cache[text] = contab
+    return contab
+
+
+def _descriptor(ent: EntityDef, descriptor: Mapping[str, Any]) -> EntityDescriptor:
+    try:
+        tname, fields = normalize_fields(ent.measure_name, descriptor)
+    except DescriptorError as exc:
+        raise ReadError(f"{ent.measure_name} descriptor: {exc.message}",
+                        field=f"descriptor.{exc.field}" if exc.field else "descriptor") from None
+    return EntityDescriptor(type=tname, fields=fields)
+
+
+def _matching(ent: EntityDef, desc: EntityDescriptor, entities_json: str | None) -> list[EntityRow]:
+    """The entities (json_agg text of _INFO) a descriptor selects; cached by that text."""
+    if entities_json is None:
+        return []
+    key = (ent.code, json.dumps(desc.fields, sort_keys=True), entities_json)
+    hit = _match_cache.get(key)
+    if hit is not None:
+        return hit
+    rows = [EntityRow(r[0], r[1], r[2], r[3]) for r in json.loads(entities_json) if desc.matches(r[2])]
+    if len(_match_cache) >= _CACHE_MAX:
+        _match_cache.clear()
+    _match_cache[key] = rows
+    return rows
 
 
 def _check(q: ReadQuery) -> None:
@@ -418,7 +499,11 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
     """MEASREAD / MEASREAD_DIFF_ of one measurement; see the module docstring."""
     _check(q)
     ent = entity_def(q.entity)
-    info = measurement_info(conn, measurement_id)
+    info_row = conn.execute(_INFO, {"m": measurement_id, "t": ent.code}).fetchone()
+    if info_row is None:
+        raise ReadError(f"no measurement {measurement_id}", field="measurement_id", status=404)
+    info = MeasurementInfo(info_row[0], info_row[1], info_row[2], info_row[3], info_row[4],
+                           _cached_contab(info_row[5]))
     shown = resolve_counters(ent, q.counters)
     by = resolve_counters(ent, [q.by], field="by")[0] if q.by else None
     cond = resolve_counters(ent, [q.if_.counter], field="if_counter")[0] if q.if_ else None
@@ -429,8 +514,8 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
     paired = ent.counter(PAIRED_COUNTER) if PAIRED_COUNTER in ent else None
     if paired is not None and any(c.kind == "response" for c in needed) and paired not in needed:
         needed.append(paired)
-    entities = {e.entity_id: e for e in select_entities(conn, info.system_id, ent.name, q.descriptor)}
-    p = {"m": measurement_id, "s": info.system_id, "t": ent.code, "ids": list(entities)}
+    entity_rows = _matching(ent, _descriptor(ent, q.descriptor), info_row[6])
+    entities = {e.entity_id: e for e in entity_rows}
     if q.at is not None:
         mode = "nearest"
     elif q.all_records:
@@ -439,12 +524,27 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
         mode = "summary"
     else:
         mode = "latest"
+    if not entities:
+        return ReadResult(measurement_id, ent, mode, q.rate, shown, [], None)
+
+    p: dict[str, Any] = {"m": measurement_id, "s": info.system_id, "t": ent.code, "ids": list(entities),
+                         "pos": [c.position + 1 for c in needed], "rate": q.rate,
+                         "kinds": [c.kind for c in needed],
+                         "pidx": needed.index(paired) + 1 if paired in needed else None,
+                         "tvi": None, "oe": [], "ok": []}
+    if ent.name == "userdef" and info.contab is not None:
+        for i, c in enumerate(needed):
+            if c.name == "time_value":
+                p["tvi"] = i + 1
+                for e in entity_rows:
+                    kind = counter_kind(c, ent, e.ids, info.contab)
+                    if kind != c.kind:
+                        p["oe"].append(e.entity_id)
+                        p["ok"].append(kind)
     p["lo"] = q.from_at if q.from_at is not None else "-infinity"
     p["hi"] = q.to_at if q.to_at is not None else "infinity"
 
     ctx = _Ctx(conn, ent, info, q, needed, shown, paired, by, cond, entities)
-    if not entities:
-        return ReadResult(measurement_id, ent, mode, q.rate, shown, [], None)
     if mode == "intervals":
         records, cursor = ctx.intervals(p)
         return ReadResult(measurement_id, ent, mode, q.rate, shown, records, cursor)
@@ -459,11 +559,13 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
                     if tol is not None and info.interval_us else "-infinity")
         rows = conn.execute(_NEAREST, p).fetchall()
     else:
+        p["src"] = [(2 if _is_start_snapshot(c) else 1) if c.kind_code in LEVEL_KINDS else 0
+                    for c in needed]
         sums = ", ".join([f"sum(x.counters[%(c{i}_pos)s])" for i in range(len(needed))])
         for i, c in enumerate(needed):
             p[f"c{i}_pos"] = c.position + 1
         rows = conn.execute(_SUMMARY.format(sums=sums), p).fetchall()
-    records = [r for r in ctx.records(rows, summary=(mode == "summary")) if r is not None]
+    records = [r for r in ctx.records(rows) if r is not None]
     return ctx.page(records)
 
 
@@ -480,46 +582,23 @@ class _Ctx:
     cond: CounterDef | None
     entities: dict[int, EntityRow]
 
-    def records(self, rows: Sequence[tuple], *, summary: bool) -> list[Record | None]:
-        """Rows (entity_id, from, to, delta_us, n, counters-or-sums[, last, first]) → records
-        (rated in one round trip when RATE ON), aligned with rows; None where ZERO-REPORTS
-        EXCLUDE or the IF condition drops the record."""
-        out: list[Record] = []
-        raw_all: list[list[int | None]] = []
+    def records(self, rows: Sequence[tuple]) -> list[Record | None]:
+        """Rows (entity_id, from, to, delta_us, n, vals[, record_at], rated) → records, aligned
+        with rows; None where ZERO-REPORTS EXCLUDE or the IF condition drops the record."""
+        names = [c.name for c in self.needed]
+        shown_idx = [i for i, c in enumerate(self.needed) if c in self.shown]
+        drop_zero = not self.q.zero_reports
+        out: list[Record | None] = []
         for row in rows:
             e = self.entities[row[0]]
-            raw: list[int | None] = []
-            for i, c in enumerate(self.needed):
-                if c.kind_code in LEVEL_KINDS:
-                    src = (row[7] if _is_start_snapshot(c) else row[6]) if summary else row[5]
-                    v = src[c.position] if src is not None and c.position < len(src) else None
-                else:
-                    v = row[5][i] if summary else (row[5][c.position] if c.position < len(row[5]) else None)
-                raw.append(None if v is None else int(v))
-            raw_all.append(raw)
-            out.append(Record(e.entity_id, e.key, e.ids, e.cpu, row[1], row[2], int(row[3]),
-                              int(row[4]), {}))
-        if self.q.rate:
-            items = []
-            pidx = self.needed.index(self.paired) if self.paired in self.needed else None
-            for rec, raw in zip(out, raw_all, strict=True):
-                for c, v in zip(self.needed, raw, strict=True):
-                    items.append((counter_kind(c, self.ent, rec.ids, self.info.contab), v, rec.delta_us,
-                                  raw[pidx] if pidx is not None else None))
-            rated = iter(rate_values(self.conn, items))
-            for rec in out:
-                rec.values = {c.name: next(rated) for c in self.needed}
-        else:
-            for rec, raw in zip(out, raw_all, strict=True):
-                rec.values = dict(zip((c.name for c in self.needed), raw, strict=True))
-        kept: list[Record | None] = []
-        for rec, raw in zip(out, raw_all, strict=True):
-            shown_raw = [v for c, v in zip(self.needed, raw, strict=True) if c in self.shown]
-            if not self.q.zero_reports and not any(shown_raw) or not self._passes(rec):
-                kept.append(None)
+            raw = [None if v is None else int(v) for v in row[5]]
+            values = dict(zip(names, row[-1] if self.q.rate else raw, strict=True))
+            rec = Record(e.entity_id, e.key, e.ids, e.cpu, row[1], row[2], int(row[3]), int(row[4]), values)
+            if drop_zero and not any(raw[i] for i in shown_idx) or not self._passes(rec):
+                out.append(None)
             else:
-                kept.append(rec)
-        return kept
+                out.append(rec)
+        return out
 
     def _passes(self, rec: Record) -> bool:
         if self.q.if_ is None or self.cond is None:
@@ -537,7 +616,7 @@ class _Ctx:
             if self.by is not None:
                 v = r.values.get(self.by.name)
                 head = [[1, 0]] if v is None else [[0, -v if self.q.descending else v]]
-            return _jsonable(head + _id_sort_key(self.ent, r.ids) + [r.entity_id])
+            return head + _id_sort_key(self.ent, r.ids) + [r.entity_id]
 
         keyed = sorted(((key(r), r) for r in records), key=lambda kr: kr[0])
         if self.q.cursor is not None:
@@ -570,7 +649,7 @@ class _Ctx:
         more = False
         while True:
             rows = self.conn.execute(_INTERVALS, {**p, "cf": cf, "ce": ce, "cr": cr, "batch": batch}).fetchall()
-            for row, rec in zip(rows, self.records(rows, summary=False), strict=True):
+            for row, rec in zip(rows, self.records(rows), strict=True):
                 if rec is None:
                     continue
                 if len(out) == self.q.limit:
