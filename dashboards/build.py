@@ -1,0 +1,703 @@
+"""Generate the Grafana dashboards (dashboards/*.json) and the alert rules
+(dashboards/provisioning/alerting/measuredb.yaml) of measuredb.
+
+    .venv/bin/python dashboards/build.py          # rewrite the files
+    .venv/bin/python dashboards/build.py --check  # exit 1 if a file is not what it would write
+
+Dashboards are code (style P14): this script is the source, the JSON and YAML are its
+output, checked in, provisioned read-only, and tests/dashboards/test_build.py fails when they
+differ from a fresh run. Panel SQL reads only the measure.* views and functions (schema/
+idempotent/020-tiers.sql, 025-reports.sql, 040-dashboards.sql); the tier (hour, shift, month)
+is picked in SQL by measure.<entity>_series / measure.dashboard_tier from $__timeFrom() and
+$__timeTo(), never by Grafana. Macro arguments are plain column names (no parentheses, no
+commas inside), $__timeGroupAlias appears at most once per query and '1M' never.
+
+The colours of the threshold table use the *default* limits of schema/010-tiers.sql (read
+from its INSERT); the limits in force for a system (measure.threshold, editable data) are
+what the SQL compares against, listed in the table's `broken` column and drawn as the
+`limit` series of the threshold graphs. Alert rules read measure.threshold at evaluation
+time, so a changed limit needs no regeneration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+ALERTING = HERE / "provisioning" / "alerting" / "measuredb.yaml"
+DS_TYPE = "grafana-postgresql-datasource"
+DS = {"type": DS_TYPE, "uid": "${datasource}"}
+ENTITIES = ("cpu", "disc", "line", "process", "userdef", "tmf")
+
+
+def default_thresholds() -> list[tuple[str, str, str, float, str]]:
+    """(entity, item, operator, limit, help) of the default thresholds in schema/010-tiers.sql."""
+    text = (REPO / "schema" / "010-tiers.sql").read_text(encoding="utf-8")
+    block = text.split("INSERT INTO _measure.threshold", 1)[1].split(";", 1)[0]
+    rows = re.findall(r"\(NULL, '(\w+)', '(\w+)',\s*'([<>=]+)', (\d+(?:\.\d+)?),\s*'([^']*)'\)", block)
+    return [(e, i, op, float(v), h) for e, i, op, v, h in rows]
+
+
+# ------------------------------------------------------------------ building blocks
+
+def var_query(name: str, label: str, sql: str, *, multi: bool = True, include_all: bool = True,
+              description: str = "") -> dict[str, Any]:
+    return {
+        "name": name, "label": label, "type": "query", "datasource": DS,
+        "definition": sql, "query": sql, "refresh": 1, "sort": 0,
+        "multi": multi, "includeAll": include_all, "description": description,
+        "current": {}, "options": [], "hide": 0,
+    }
+
+
+def var_custom(name: str, label: str, values: list[str], description: str) -> dict[str, Any]:
+    return {
+        "name": name, "label": label, "type": "custom", "query": ",".join(values),
+        "current": {"text": values[0], "value": values[0], "selected": True},
+        "options": [{"text": v, "value": v, "selected": i == 0} for i, v in enumerate(values)],
+        "multi": False, "includeAll": False, "description": description, "hide": 0,
+    }
+
+
+def var_text(name: str, label: str, default: str, description: str) -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "textbox", "query": default,
+            "current": {"text": default, "value": default}, "description": description, "hide": 0}
+
+
+DATASOURCE_VAR = {
+    "name": "datasource", "label": "Data source", "type": "datasource", "query": DS_TYPE,
+    "current": {"text": "MeasureDB", "value": "measuredb"}, "hide": 0, "refresh": 1,
+    "description": "The measuredb PostgreSQL data source (read-only role measure_reader).",
+}
+SYSTEM_VAR = var_query("system", "System", "SELECT system_name FROM measure.system ORDER BY 1",
+                       multi=False, include_all=False, description="The NonStop node (\\NAME).")
+
+
+def entity_var(name: str, label: str, entity: str, expr: str) -> dict[str, Any]:
+    return var_query(
+        name, label,
+        f"SELECT DISTINCT {expr} FROM measure.entity e JOIN measure.system s ON s.system_id = e.system_id "
+        f"WHERE s.system_name = '$system' AND e.entity = '{entity}' ORDER BY 1",
+        description=f"Measured {entity} entities of the system.")
+
+
+CPU_VAR = entity_var("cpu", "CPU", "cpu", "e.cpu")
+SHIFT_VAR = var_query(
+    "shift", "Shift",
+    "SELECT shift_no AS __value, shift_no || ' ' || name AS __text FROM measure.shift "
+    "WHERE system_name = '$system' ORDER BY shift_no",
+    description="Shifts in force for the system (measure.shift); hours, shifts and months outside them are left out.")
+SHIFTS = "ARRAY[$shift]::integer[]"
+RANGE = "'$system', $__timeFrom(), $__timeTo()"
+
+
+def target(sql: str, fmt: str = "time_series", ref: str = "A") -> dict[str, Any]:
+    return {"refId": ref, "datasource": DS, "rawQuery": True, "editorMode": "code",
+            "format": fmt, "rawSql": sql.strip()}
+
+
+class Layout:
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+        self.next_id = 1
+
+    def place(self, w: int, h: int) -> dict[str, int]:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        pos = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return pos
+
+
+def timeseries(lay: Layout, title: str, description: str, unit: str, sql: str, *, w: int = 12,
+               h: int = 8, overrides: list | None = None, points: bool = False,
+               thresholds: dict | None = None) -> dict[str, Any]:
+    custom: dict[str, Any] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "spanNulls": False,
+                              "showPoints": "always" if points else "auto", "pointSize": 5}
+    panel = {
+        "id": lay.next_id, "type": "timeseries", "title": title, "description": description,
+        "datasource": DS, "gridPos": lay.place(w, h),
+        "targets": [target(sql)],
+        "fieldConfig": {"defaults": {"unit": unit, "custom": custom,
+                                     "thresholds": thresholds or {"mode": "absolute", "steps": [
+                                         {"color": "green", "value": None}]}},
+                        "overrides": overrides or []},
+        "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["mean", "max"]},
+                    "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+    lay.next_id += 1
+    return panel
+
+
+def table(lay: Layout, title: str, description: str, unit: str, sql: str, *, w: int = 24, h: int = 9,
+          overrides: list | None = None) -> dict[str, Any]:
+    panel = {
+        "id": lay.next_id, "type": "table", "title": title, "description": description,
+        "datasource": DS, "gridPos": lay.place(w, h),
+        "targets": [target(sql, "table")],
+        "fieldConfig": {"defaults": {"unit": unit, "decimals": 1,
+                                     "custom": {"align": "auto", "cellOptions": {"type": "auto"}}},
+                        "overrides": overrides or []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+    }
+    lay.next_id += 1
+    return panel
+
+
+def unit_override(col: str, unit: str, decimals: int | None = None) -> dict[str, Any]:
+    props: list[dict[str, Any]] = [{"id": "unit", "value": unit}]
+    if decimals is not None:
+        props.append({"id": "decimals", "value": decimals})
+    return {"matcher": {"id": "byName", "options": col}, "properties": props}
+
+
+LIMIT_STYLE = {"matcher": {"id": "byRegexp", "options": "^limit.*"}, "properties": [
+    {"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+    {"id": "custom.lineWidth", "value": 2}]}
+
+
+def dashboard(stem: str, title: str, description: str, variables: list[dict], panels: list[dict],
+              *, annotations: list[dict] | None = None, time_from: str = "now-7d") -> dict[str, Any]:
+    return {
+        "uid": f"measuredb-{stem}",
+        "title": title,
+        "description": description,
+        "tags": ["measuredb", "MEASURE"],
+        "editable": False,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": time_from, "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "refresh": "",
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "links": [{"type": "dashboards", "tags": ["measuredb"], "asDropdown": True, "title": "MEASURE",
+                   "includeVars": True, "keepTime": True}],
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
+            "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
+            "type": "dashboard"}] + (annotations or [])},
+        "templating": {"list": [DATASOURCE_VAR, *variables]},
+        "panels": panels,
+    }
+
+
+def series_sql(entity: str, column: str, label: str, where: str) -> str:
+    return f"""
+SELECT bucket_at AS "time", {label} AS metric, {column} AS value
+  FROM measure.{entity}_series({RANGE}, {SHIFTS})
+ WHERE {where}
+ ORDER BY 1, 2"""
+
+
+TIER_NOTE = (" Tier by time range (measure.dashboard_tier): hourly values up to 7 days, shift values "
+             "up to 92 days, monthly values (the chosen shifts combined, weighted by measured time) beyond.")
+
+
+def tier_panel(lay: Layout) -> dict[str, Any]:
+    return table(lay, "Tier in use", "Which tier the panels read for this time range: hour (≤ 7 days), "
+                 "shift (≤ 92 days) or month.", "none",
+                 "SELECT measure.dashboard_tier($__timeFrom(), $__timeTo()) AS tier", w=6, h=4)
+
+
+def series_dashboard(stem: str, title: str, description: str, entity: str, variables: list[dict],
+                     label: str, where: str, items: list[tuple[str, str, str, str]],
+                     extra: list | None = None) -> dict[str, Any]:
+    lay = Layout()
+    panels = [tier_panel(lay)]
+    lay.x = 24  # the tier table sits alone in its row
+    for column, ptitle, unit, pdesc in items:
+        panels.append(timeseries(lay, ptitle, pdesc + TIER_NOTE, unit, series_sql(entity, column, label, where)))
+    for make in extra or []:
+        panels.append(make(lay))
+    return dashboard(stem, title, description, variables, panels)
+
+
+# ------------------------------------------------------------------ the dashboards
+
+def threshold_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    defaults = default_thresholds()
+    cpu_limits = {item: (op, v) for e, item, op, v, _ in defaults if e == "cpu"}
+    overrides = []
+    for col, (op, v) in cpu_limits.items():
+        steps = [{"color": "transparent", "value": None}, {"color": "red", "value": v}] if op.startswith(">") \
+            else [{"color": "red", "value": None}, {"color": "transparent", "value": v}]
+        overrides.append({"matcher": {"id": "byName", "options": col}, "properties": [
+            {"id": "thresholds", "value": {"mode": "absolute", "steps": steps}},
+            {"id": "custom.cellOptions", "value": {"type": "color-background", "mode": "basic"}}]})
+    for col in ("busy_max", "busy_delt", "ibusy_max", "busy_avg", "ibusy_avg"):
+        overrides.append(unit_override(col, "percent", 1))
+    overrides += [unit_override("time", "dateTimeAsIso"), unit_override("CPU #", "none", 0),
+                  unit_override("shift", "none", 0), unit_override("broken", "string")]
+    panels = [table(lay, "Threshold report (Figure 1)",
+                    "ENFORM Figure 1/9: every CPU and hour of the range that breaks at least one CPU "
+                    "threshold in force for the system (measure.threshold), with MAX (largest interval "
+                    "value), DELT (max - min of the interval values) and AVG (time-weighted) items. Cells "
+                    "are red where the default limit is broken; `broken` lists the limits of this system "
+                    "that the hour breaks. Queue lengths are average lengths, swaps per second.",
+                    "short", f"""
+SELECT h.hour_at AS "time", h.cpu AS "CPU #", to_char(h.local_hour, 'YYYY-MM-DD HH24:MI') AS "time of day",
+       b.shift_no AS shift, h.qlen_max, h.qlen_delt, h.swap_max, h.busy_max, h.busy_delt, h.ibusy_max,
+       h.qlen_avg, h.swap_avg, h.busy_avg, h.ibusy_avg, b.broken
+  FROM (SELECT c.hour_at, c.subject, min(c.shift_no) AS shift_no,
+               string_agg(c.item || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS broken
+          FROM measure.threshold_check({RANGE}, 'cpu') c
+         WHERE c.broken AND c.shift_no IN ($shift) AND c.subject IN ($cpu)
+         GROUP BY c.hour_at, c.subject) b
+  JOIN measure.cpu_hour h ON h.system_name = '$system' AND h.hour_at = b.hour_at AND h.cpu::text = b.subject
+ ORDER BY h.cpu, h.hour_at""", h=10, overrides=overrides)]
+    units = {"busy": "percent", "qlen": "short", "swap": "short", "pqlen": "short"}
+    for entity, item, op, limit, help_ in defaults:
+        unit = next((u for k, u in units.items() if item.startswith(k) or f"_{k}" in item), "short")
+        if "busy" in item:
+            unit = "percent"
+        where = f"c.item = '{item}'" + (" AND c.subject IN ($cpu)" if entity == "cpu" else "")
+        label = "'CPU ' || subject" if entity == "cpu" else "subject"
+        panels.append(timeseries(
+            lay, f"{entity.upper()} {item} (limit {op} {limit:g} by default)",
+            f"Hourly {item} of every {entity} subject (measure.{entity}_hour), the largest value per time "
+            f"bucket, and the limit in force for the system from measure.threshold "
+            f"(default: {help_}). Read from the hour tier at every range: thresholds are hourly items.",
+            unit, f"""
+WITH v AS (
+    SELECT $__timeGroupAlias(hour_at,$__interval), subject, max(value) AS value,
+           max(operator || ' ' || limit_value) AS rule, max(limit_value) AS lim
+      FROM measure.threshold_check({RANGE}, '{entity}') c
+     WHERE {where} AND c.shift_no IN ($shift)
+     GROUP BY 1, 2)
+SELECT "time", {label} AS metric, value FROM v
+UNION ALL
+SELECT DISTINCT "time", 'limit ' || rule, lim FROM v
+ ORDER BY 1, 2""", w=8, overrides=[LIMIT_STYLE]))
+    annotation = {
+        "name": "Threshold violations", "enable": True, "hide": False, "iconColor": "red",
+        "datasource": DS,
+        "target": target(f"""
+SELECT c.hour_at AS "time", c.hour_at + INTERVAL '1 hour' AS timeend,
+       c.entity || ' ' || c.subject || ': ' ||
+       string_agg(c.item || ' ' || round(c.value, 1) || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS text,
+       c.entity || ',threshold' AS tags
+  FROM measure.threshold_check({RANGE}) c
+ WHERE c.broken AND c.shift_no IN ($shift)
+ GROUP BY c.hour_at, c.entity, c.subject
+ ORDER BY 1""", "table", "Anno"),
+    }
+    return dashboard("threshold", "MEASURE threshold report",
+                     "ENFORM threshold report (Figures 1 and 9) over the hour tier, the threshold items "
+                     "with their limits, and every violation as an annotation.",
+                     [SYSTEM_VAR, CPU_VAR, SHIFT_VAR], panels, annotations=[annotation])
+
+
+def cpu_trend_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    days = "measure.local_day('$system', $__timeFrom()), measure.local_day('$system', $__timeTo())"
+    month_range = ("v.month >= date_trunc('month', measure.local_day('$system', $__timeFrom()))::date "
+                   "AND v.month <= measure.local_day('$system', $__timeTo())")
+    capacity_var = var_custom("capacity", "Available capacity %", ["70", "75", "80"],
+                              "Available CPU capacity, usually between 70 and 80 % of the total.")
+    panels = [
+        table(lay, "CPU trend report (Figure 2)",
+              "ENFORM Figure 2 (measure.report_cpu_trend): per local day of the range, the hour with the "
+              "largest average CPU queue length of any CPU, and the spread over the CPUs in that hour.",
+              "short", f"""
+SELECT r.day, r.system_name, r.loadid, r.cpu, r.cpu_type, r.os_version, r.qlen_max, r.qlen_delt,
+       r.swap_max, r.busy_max, r.busy_delt
+  FROM measure.report_cpu_trend('$system', {days}) r
+ ORDER BY r.day""", overrides=[unit_override("busy_max", "percent"), unit_override("busy_delt", "percent"),
+                              unit_override("cpu", "none", 0), unit_override("day", "string")]),
+        timeseries(lay, "Peak-hour CPU busy by month",
+                   "BUSY-MAX-M (measure.cpu_month): the busiest hour of each month per CPU, any shift. "
+                   "Choose a range of several months to see the trend.", "percent", f"""
+SELECT (v.month + time '00:00') AT TIME ZONE s.time_zone AS "time", 'CPU ' || v.cpu AS metric,
+       max(v.busy_max) AS value
+  FROM measure.cpu_month v JOIN measure.system s ON s.system_id = v.system_id
+ WHERE v.system_name = '$system' AND v.cpu IN ($cpu) AND {month_range}
+ GROUP BY 1, 2
+ ORDER BY 1, 2""", points=True),
+        timeseries(lay, "Peak-hour CPU queue length by month",
+                   "QLEN-MAX-M (measure.cpu_month): the largest hourly average ready-queue length of each "
+                   "month per CPU.", "short", f"""
+SELECT (v.month + time '00:00') AT TIME ZONE s.time_zone AS "time", 'CPU ' || v.cpu AS metric,
+       max(v.qlen_max) AS value
+  FROM measure.cpu_month v JOIN measure.system s ON s.system_id = v.system_id
+ WHERE v.system_name = '$system' AND v.cpu IN ($cpu) AND {month_range}
+ GROUP BY 1, 2
+ ORDER BY 1, 2""", points=True),
+        timeseries(lay, "Capacity forecast",
+                   "Daily peak-hour busy % per CPU (shift tier), its least-squares trend extended 90 days, "
+                   "the ±15 % band around the trend and the available capacity "
+                   "(measure.capacity_series). The crossing dates are in the table below.", "percent", f"""
+SELECT day_at AS "time", 'CPU ' || subject AS subject, peak_busy, trend_busy, band_low, band_high, capacity
+  FROM measure.capacity_series({RANGE}, $capacity, 90)
+ WHERE entity = 'cpu' AND subject IN ($cpu)
+ ORDER BY 1, 2""", w=24, overrides=[
+            {"matcher": {"id": "byRegexp", "options": "^band_.*"}, "properties": [
+                {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [4, 4]}}]},
+            {"matcher": {"id": "byRegexp", "options": "^capacity.*"}, "properties": [
+                {"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}}]}]),
+        table(lay, "Capacity forecast: crossing dates",
+              "measure.report_capacity_forecast: per CPU and disc volume, the trend of the daily peak-hour "
+              "busy %, the date it crosses the available capacity, and the dates at +15 % (early) and "
+              "-15 % (late) of the estimate; busy_if_one_halted spreads the busiest other CPU's load.",
+              "percent", f"""
+SELECT f.entity, f.subject, f.days, f.peak_busy_first, f.peak_busy_last, f.slope_per_day,
+       f.crossing_date, f.crossing_early, f.crossing_late, f.month_peak, f.busy_if_one_halted
+  FROM measure.report_capacity_forecast('$system', {days}, $capacity) f
+ ORDER BY 1, 2""", overrides=[unit_override("days", "none", 0), unit_override("slope_per_day", "short", 3),
+                              unit_override("entity", "string"), unit_override("subject", "string")]),
+    ]
+    return dashboard("cpu-trend", "MEASURE CPU trend and capacity",
+                     "ENFORM CPU trend report (Figure 2), peak-hour busy and queue length over months, and the "
+                     "capacity forecast with its ±15 % band.",
+                     [SYSTEM_VAR, CPU_VAR, capacity_var], panels, time_from="now-90d")
+
+
+def cpu_dashboard() -> dict[str, Any]:
+    items = [
+        ("busy_avg", "CPU busy", "percent", "BUSY: CPU-BUSY-TIME % per CPU (time-weighted)."),
+        ("busy_max", "CPU busy, largest value", "percent",
+         "BUSY-MAX: the largest interval (hour tier) or hourly (upper tiers) busy % per CPU."),
+        ("qlen_avg", "Ready-queue length", "short", "QLEN: CPU-QTIME / DELTA-TIME, average processes ready."),
+        ("mqlen_avg", "Memory-manager queue length", "short", "MQLEN: MEM-QTIME / DELTA-TIME."),
+        ("swap_avg", "Swaps per second", "short", "SWAP: SWAPS per second."),
+        ("ibusy_avg", "Interrupt busy", "percent", "IBUSY: INTR-BUSY-TIME %."),
+        ("sbusy_avg", "Send busy", "percent", "SBUSY: SEND-BUSY-TIME %."),
+    ]
+    return series_dashboard("cpu", "MEASURE CPU", "CPU entity: busy, queues, swaps, interrupt and send busy.",
+                            "cpu", [SYSTEM_VAR, CPU_VAR, SHIFT_VAR], "'CPU ' || cpu", "cpu IN ($cpu)", items)
+
+
+def disc_dashboard() -> dict[str, Any]:
+    items = [
+        ("busy_avg", "Disc busy", "percent", "DISC BUSY: DEVICE-QBUSY-TIME % per volume, paths folded."),
+        ("qlen_avg", "Request queue length", "short", "REQ QLEN: REQUEST-QTIME / DELTA-TIME."),
+        ("hit_ratio_avg", "Cache hit ratio", "percentunit", "CACHE-HITS / (CACHE-HITS + CACHE-MISSES)."),
+        ("cache_misses_avg", "Cache misses per second", "short", "CACHE-MISSES per second."),
+        ("byte_rate_avg", "Transfer rate", "Bps", "(INPUT-BYTES + OUTPUT-BYTES) per second."),
+        ("write_busy_avg", "Write busy", "percent", "WRITE-BUSY-TIME %."),
+    ]
+    return series_dashboard("disc", "MEASURE discs", "DISC entity per volume (paths folded).", "disc",
+                            [SYSTEM_VAR, entity_var("volume", "Volume", "disc", "e.ids->>'device_name'"),
+                             SHIFT_VAR], "volume", "volume IN ($volume)", items)
+
+
+def lines_dashboard() -> dict[str, Any]:
+    items = [
+        ("read_busy_avg", "Line read busy", "percent", "READ-BUSY-TIME % (includes waiting for input)."),
+        ("write_busy_avg", "Line write busy", "percent", "WRITE-BUSY-TIME %."),
+        ("tps_avg", "Transactions per second", "short", "TRANSACTIONS per second over the line's terminals."),
+        ("response_avg", "Average response time", "s", "RESPONSE-TIME / TRANSACTIONS."),
+        ("requests_avg", "Requests per second", "short", "REQUESTS per second."),
+        ("byte_rate_avg", "Transfer rate", "Bps", "(INPUT-BYTES + OUTPUT-BYTES) per second."),
+    ]
+    return series_dashboard("lines", "MEASURE lines and terminals",
+                            "LINE entity (counters summed over the line's terminals): busy, transactions, "
+                            "response time, requests and bytes.", "line",
+                            [SYSTEM_VAR, entity_var("line", "Line", "line", "e.ids->>'device_name'"), SHIFT_VAR],
+                            "line", "line IN ($line)", items)
+
+
+def tmf_dashboard() -> dict[str, Any]:
+    items = [
+        ("trans_avg", "TMF transactions begun per second", "short", "HOME-TRANS per second per CPU."),
+        ("lifetime_avg", "Mean transaction lifetime", "s", "HOME-TRANS-QTIME / HOME-TRANS per CPU."),
+    ]
+    return series_dashboard("tmf", "MEASURE TMF", "TMF entity per CPU: transaction rate and lifetime.", "tmf",
+                            [SYSTEM_VAR, CPU_VAR, SHIFT_VAR], "'CPU ' || cpu", "cpu IN ($cpu)", items)
+
+
+def process_dashboard() -> dict[str, Any]:
+    proc_var = entity_var("process", "Process", "process", "e.ids->>'process_name'")
+    min_cpu = var_custom("min_cpu_seconds", "Busy process: CPU seconds above", ["600", "60", "0"],
+                         "Busy Process (Figure 2) lists processes with more CPU time than this.")
+    max_prio = var_custom("max_priority", "Busy process: priority below", ["200", "150", "255"],
+                          "Busy Process (Figure 2) lists processes with a priority below this.")
+    label = "process_name || ' (' || cpu || ',' || pin || ')'"
+    items = [
+        ("busy_avg", "Process busy", "percent", "CPU-BUSY-TIME % of each process."),
+        ("pqlen_avg", "$RECEIVE queue length", "short", "PQLEN: RECV-QTIME / DELTA-TIME (Figure 7)."),
+        ("vsem_avg", "VSEMs per second", "short", "VSEM: VSEMS per second (Figure 7)."),
+    ]
+    win = " Over the interval records whose FROM-TIMESTAMP lies in the time range."
+
+    def report(title: str, desc: str, unit: str, sql: str, ovr: list) -> Any:
+        return lambda lay: table(lay, title, desc + win, unit, sql, overrides=ovr)
+
+    extra = [
+        report("Busy process (Figure 2)",
+               "Processes with CPU-BUSY-TIME above $min_cpu_seconds s and PRIORITY below $max_priority, "
+               "busiest first (measure.report_busy_process).", "s", f"""
+SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.run_seconds, r.cpu_seconds,
+       r.cpu_utilization_ratio, r.io_per_second, r.priority
+  FROM measure.report_busy_process({RANGE}, $min_cpu_seconds, $max_priority) r""",
+               [unit_override("cpu_utilization_ratio", "percentunit"), unit_override("io_per_second", "short"),
+                unit_override("cpu", "none", 0), unit_override("pin", "none", 0),
+                unit_override("priority", "none", 0)]),
+        report("Process activity (Figure 3)",
+               "Processes that received and sent messages: CPU seconds per transaction (message received), "
+               "I/O per transaction and CPU seconds per I/O (measure.report_process_activity).", "s", f"""
+SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.cpu_seconds_per_trans, r.io_per_trans,
+       r.cpu_seconds_per_io
+  FROM measure.report_process_activity({RANGE}) r""",
+               [unit_override("io_per_trans", "short", 2), unit_override("cpu", "none", 0),
+                unit_override("pin", "none", 0), unit_override("cpu_seconds_per_trans", "s", 4),
+                unit_override("cpu_seconds_per_io", "s", 4)]),
+        report("Process summary (Figure 1)",
+               "Per program file: processes started, CPU seconds, messages received and sent "
+               "(measure.report_process_summary).", "short", f"""
+SELECT r.program_file_name, r.process_count, r.cpu_seconds, r.messages_received, r.messages_sent
+  FROM measure.report_process_summary({RANGE}) r""",
+               [unit_override("cpu_seconds", "s"), unit_override("process_count", "none", 0)]),
+        report("File summary (Figure 6)",
+               "Disc FILE opens (DEVICE-TYPE 3, names without #) by file: opens, reads, writes, updates, "
+               "deletes, info calls (measure.report_file_summary).", "short", f"""
+SELECT r.file_name, r.open_count, r.reads, r.writes, r.updates, r.deletes, r.info_calls
+  FROM measure.report_file_summary({RANGE}) r""", [unit_override("open_count", "none", 0)]),
+        report("DISCOPEN summary (Figure 7)",
+               "Physical disc opens by file: opens, driver input calls, cache hits, writes, block splits, "
+               "stalls (measure.report_discopen_summary).", "short", f"""
+SELECT r.file_name, r.open_count, r.input_calls, r.cache_hits, r.output_calls, r.block_splits, r.stalls
+  FROM measure.report_discopen_summary({RANGE}) r""", [unit_override("open_count", "none", 0)]),
+    ]
+    return series_dashboard("processes", "MEASURE processes",
+                            "PROCESS entity: busy, $RECEIVE queue and VSEMs per process, and the reports of "
+                            "'Performance Considerations for Application Processes' (Figures 1-3, 6, 7).",
+                            "process", [SYSTEM_VAR, proc_var, SHIFT_VAR, min_cpu, max_prio], label,
+                            "process_name IN ($process)", items, extra)
+
+
+def user_counters_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    proc_var = var_query(
+        "process", "Process",
+        "SELECT DISTINCT e.ids->>'process_name' FROM measure.entity e JOIN measure.system s "
+        "ON s.system_id = e.system_id WHERE s.system_name = '$system' AND e.entity = 'userdef' ORDER BY 1",
+        description="Processes with user counters (USERDEF).")
+
+    def counter_var(name: str, label: str, types: str, desc: str) -> dict[str, Any]:
+        return var_query(
+            name, label,
+            "SELECT DISTINCT upper(c->>'name') FROM measure.measurement m, "
+            "jsonb_array_elements(m.contab->'counters') c "
+            f"WHERE m.system_name = '$system' AND upper(c->>'type') IN ({types}) ORDER BY 1",
+            multi=False, include_all=False, description=desc)
+
+    count_var = counter_var("count_counter", "Count counter (ACCUM)", "'ACCUM', 'FACCUM'",
+                            "The user counter that counts completed transactions.")
+    queue_var = counter_var("queue_counter", "Response counter (QUEUE)", "'QUEUE'",
+                            "The QUEUE user counter bumped around each transaction (INCQUEUE/DEQUEUE).")
+    panels = [
+        tier_panel(lay),
+        timeseries(lay, "Throughput", "The count counter per second (ACCUM RATE ON) per process." + TIER_NOTE,
+                   "short", f"""
+SELECT bucket_at AS "time", process_name || ' ' || counter_name AS metric, sum(value_avg) AS value
+  FROM measure.userdef_series({RANGE}, {SHIFTS})
+ WHERE process_name IN ($process) AND counter_name = '$count_counter'
+ GROUP BY 1, 2
+ ORDER BY 1, 2""", w=24),
+        timeseries(lay, "Response time",
+                   "Average response per transaction by Little's law: the QUEUE counter's average length "
+                   "(transactions in progress) divided by the count counter per second, per process "
+                   "(= queue time / count)." + TIER_NOTE, "s", f"""
+SELECT bucket_at AS "time", process_name AS metric,
+       sum(value_avg) FILTER (WHERE counter_name = '$queue_counter')
+       / nullif(sum(value_avg) FILTER (WHERE counter_name = '$count_counter'), 0) AS value
+  FROM measure.userdef_series({RANGE}, {SHIFTS})
+ WHERE process_name IN ($process)
+ GROUP BY 1, 2
+ ORDER BY 1, 2""", w=24),
+        timeseries(lay, "All user counters",
+                   "Every user counter of the chosen processes in the unit of its TYPE: ACCUM per second, "
+                   "BUSY %, QUEUE average length." + TIER_NOTE, "short", f"""
+SELECT bucket_at AS "time", process_name || ' ' || counter_name || '[' || counter_index || '] ' || counter_type
+       AS metric, value_avg AS value
+  FROM measure.userdef_series({RANGE}, {SHIFTS})
+ WHERE process_name IN ($process)
+ ORDER BY 1, 2""", w=24),
+    ]
+    panels[0]["gridPos"] = {"h": 4, "w": 6, "x": 0, "y": 0}
+    for i, p in enumerate(panels[1:]):
+        p["gridPos"] = {"h": 8, "w": 24, "x": 0, "y": 4 + 8 * i}
+    return dashboard("user-counters", "MEASURE user counters",
+                     "USERDEF counters: throughput and response time of application transactions.",
+                     [SYSTEM_VAR, proc_var, count_var, queue_var, SHIFT_VAR], panels)
+
+
+def transaction_resource_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    tx = var_text("txprocess", "Transactions: process (LIKE)", "",
+                  "Empty: transactions are the LINE TRANSACTIONS; else the MESSAGES-RECEIVED of the "
+                  "processes whose name matches this LIKE pattern (e.g. $SRV%).")
+    sql = f"""
+SELECT r.component, r.cpu_ms_per_transaction, r.cpu_seconds, r.transactions,
+       r.transactions_per_second_per_cpu, r.cpu_utilization_percent, r.response_seconds_avg
+  FROM measure.report_transaction_resource({RANGE}, nullif('$txprocess', '')) r"""
+    panels = [
+        table(lay, "Transaction resource (Table 4)",
+              "ATM article Table 4/5: CPU milliseconds per transaction by component (system overhead, "
+              "TMF/disc, line handlers, TCP, HLS, servers, other; _measure.component_map), with "
+              "transactions, transactions per second per CPU, CPU utilisation and average response "
+              "(measure.report_transaction_resource) over the time range.", "ms", sql + "\n ORDER BY 1",
+              overrides=[unit_override("cpu_seconds", "s"), unit_override("transactions", "none", 0),
+                         unit_override("transactions_per_second_per_cpu", "short", 2),
+                         unit_override("cpu_utilization_percent", "percent"),
+                         unit_override("response_seconds_avg", "s", 3), unit_override("component", "string")]),
+        {
+            "id": lay.next_id, "type": "barchart", "title": "CPU ms per transaction by component",
+            "description": "The components of Table 4 (the total left out).", "datasource": DS,
+            "gridPos": lay.place(24, 9),
+            "targets": [target(sql + "\n WHERE r.component <> 'total'\n ORDER BY 2 DESC", "table")],
+            "fieldConfig": {"defaults": {"unit": "ms", "decimals": 2}, "overrides": []},
+            "options": {"xField": "component", "orientation": "horizontal", "showValue": "auto",
+                        "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom"},
+                        "tooltip": {"mode": "single"}},
+            "transformations": [{"id": "organize", "options": {"excludeByName": {
+                "cpu_seconds": True, "transactions": True, "transactions_per_second_per_cpu": True,
+                "cpu_utilization_percent": True, "response_seconds_avg": True}}}],
+        },
+    ]
+    return dashboard("transaction-resource", "MEASURE transaction resource",
+                     "Transaction resource (ATM article, Table 4): CPU per transaction by component.",
+                     [SYSTEM_VAR, tx], panels, time_from="now-1h")
+
+
+DASHBOARDS = {
+    "threshold": threshold_dashboard,
+    "cpu-trend": cpu_trend_dashboard,
+    "cpu": cpu_dashboard,
+    "disc": disc_dashboard,
+    "lines": lines_dashboard,
+    "processes": process_dashboard,
+    "tmf": tmf_dashboard,
+    "user-counters": user_counters_dashboard,
+    "transaction-resource": transaction_resource_dashboard,
+}
+
+
+# ------------------------------------------------------------------ alert rules
+
+def alert_query(entity: str) -> str:
+    return f"""
+SELECT $__timeTo()::timestamptz AS "time", c.system_name, c.subject,
+       count(*) FILTER (WHERE c.broken) AS breaches
+  FROM measure.threshold_check(NULL, $__timeFrom(), $__timeTo(), '{entity}') c
+ GROUP BY c.system_name, c.subject
+ ORDER BY 1, 2, 3""".strip()
+
+
+def alerting() -> dict[str, Any]:
+    rules = []
+    for entity in ENTITIES:
+        rules.append({
+            "uid": f"measuredb-threshold-{entity}",
+            "title": f"{entity.upper()} threshold broken",
+            "condition": "C",
+            "data": [
+                {"refId": "A", "relativeTimeRange": {"from": 7200, "to": 0}, "datasourceUid": "measuredb",
+                 "model": {"refId": "A", "datasource": {"type": DS_TYPE, "uid": "measuredb"},
+                           "rawQuery": True, "editorMode": "code", "format": "time_series",
+                           "rawSql": alert_query(entity), "intervalMs": 60000, "maxDataPoints": 43200}},
+                {"refId": "B", "datasourceUid": "__expr__",
+                 "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "max",
+                           "settings": {"mode": "dropNN"},
+                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+                {"refId": "C", "datasourceUid": "__expr__",
+                 "model": {"refId": "C", "type": "threshold", "expression": "B",
+                           "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
+                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+            ],
+            "noDataState": "OK",
+            "execErrState": "Error",
+            "for": "0s",
+            "isPaused": False,
+            "labels": {"measuredb": "threshold", "entity": entity, "severity": "warning"},
+            "annotations": {
+                "summary": f"{entity.upper()} {{{{ $labels.subject }}}} of {{{{ $labels.system_name }}}} broke "
+                           f"{{{{ $values.B }}}} threshold(s) in the last two hours",
+                "description": f"Hourly {entity} items (measure.{entity}_hour) of the last two hours checked "
+                               "against the thresholds in force (measure.threshold). See the MEASURE "
+                               "threshold report dashboard.",
+                "__dashboardUid__": "measuredb-threshold",
+            },
+        })
+    return {
+        "apiVersion": 1,
+        "groups": [{"orgId": 1, "name": "measuredb thresholds", "folder": "MEASURE alerts",
+                    "interval": "5m", "rules": rules}],
+        "contactPoints": [{"orgId": 1, "name": "measuredb placeholder", "receivers": [{
+            "uid": "measuredb-placeholder", "type": "webhook", "disableResolveMessage": False,
+            "settings": {"url": "http://127.0.0.1:9/measuredb-alerts", "httpMethod": "POST"}}]}],
+        "policies": [{"orgId": 1, "receiver": "measuredb placeholder",
+                      "group_by": ["grafana_folder", "alertname", "system_name"],
+                      "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}],
+    }
+
+
+ALERTING_HEADER = """\
+# Grafana unified alerting for measuredb (file provisioning, apiVersion 1, Grafana 11.6).
+# GENERATED by dashboards/build.py: edit that script, not this file
+# (tests/dashboards/test_build.py fails when they differ).
+#
+# One rule per entity type. Query A reads the hour tier and the thresholds in force
+# (measure.threshold_check over the last two hours, every system) and returns, per system and
+# subject, the number of broken thresholds; B takes its maximum, C fires when it is above 0.
+# Changing a limit in _measure.threshold needs no change here. No data (no thresholds for the
+# entity, or nothing measured) is OK.
+#
+# The contact point is a placeholder: a webhook to a closed port on localhost. Replace it
+# (e-mail, Slack, PagerDuty ...) in your own provisioning file. The notification policy below
+# replaces the organisation's policy tree.
+"""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the SQL) as literal blocks."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def render() -> dict[Path, str]:
+    out = {HERE / f"{stem}.json": json.dumps(make(), indent=2, ensure_ascii=False) + "\n"
+           for stem, make in DASHBOARDS.items()}
+    out[ALERTING] = ALERTING_HEADER + yaml.dump(alerting(), Dumper=_Dumper, sort_keys=False,
+                                                width=100, allow_unicode=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only compare, write nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in render().items():
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print("out of date (run dashboards/build.py): " + ", ".join(str(p.relative_to(REPO)) for p in stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

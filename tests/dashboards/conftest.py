@@ -1,0 +1,46 @@
+"""A database with schema/ applied (plain branch) and a synthetic week of \\DASH (synthetic.py),
+shared by the dashboard tests of this folder."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from collector import schema as schema_runner
+from tests.dashboards import synthetic
+
+# TimescaleDB's time_bucket(interval, timestamptz) for servers without the extension (the
+# embedded test server): same origin (Monday 2000-01-03 UTC), so Grafana's TimescaleDB-form
+# SQL ($__timeGroup -> time_bucket('3600.000s', t)) runs here exactly as it would there.
+TIME_BUCKET_SHIM = """
+DO $$
+BEGIN
+    IF to_regprocedure('time_bucket(interval, timestamp with time zone)') IS NULL THEN
+        CREATE FUNCTION public.time_bucket(bucket_width interval, ts timestamptz)
+        RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN date_bin(bucket_width, ts, TIMESTAMPTZ '2000-01-03 00:00:00+00');
+    END IF;
+END
+$$;
+"""
+
+
+@pytest.fixture(scope="session")
+def dash_db(fresh_database) -> str:
+    url = fresh_database("_dash")
+    schema_runner.apply(url, mode="off")
+    with psycopg.connect(url) as conn:
+        conn.execute(TIME_BUCKET_SHIM)
+        synthetic.populate(conn)
+    return url
+
+
+@pytest.fixture
+def reader(dash_db: str):
+    """A connection acting as Grafana does: role measure_reader, read-only transactions."""
+    with psycopg.connect(dash_db) as conn:
+        conn.execute("SET ROLE measure_reader")
+        conn.execute("SET default_transaction_read_only = on")
+        conn.commit()
+        yield conn
+        conn.rollback()
