@@ -9,18 +9,16 @@ database session, as the API role.
   position, which is what ``meascom --api`` prints (exit status 2 for 422, 1 for 409).
 * OBEY and OUT (and ``/OUT file/`` options) read or write files; over HTTP they would be
   files of the server, so they are refused (422): send the OBEY file's text instead.
-* Least privilege: measure_api cannot touch schema _measure. The interpreter creates and
-  stops measurements through the SECURITY DEFINER functions (it checks for them), submits
-  collector requests through measure.submit_request on a side connection that also runs as
-  measure_api, and its few statements that name storage tables directly are routed, by
-  :class:`RoutedCursor`'s fixed table, to the public views and to
-  measure.append_structured_record (schema/idempotent/035-meascom.sql).
+* Least privilege: measure_api cannot touch schema _measure, and the interpreter never names
+  it: it reads the measure.* views and writes only through the SECURITY DEFINER functions
+  (measure.create_measurement, stop_measurement, submit_request, request_answer,
+  forget_request, append_structured_record; 030-api.sql, 035-meascom.sql), so it runs here
+  on the request's connection as it is. Collector requests go through a side connection
+  from the API's pool (also measure_api), committed at once so the collector sees them.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -50,34 +48,6 @@ def _typed(exc: MeascomError) -> MeasureError:
     err.extra = {"line": exc.line or None, "column": exc.column or None, "word": exc.word or None,
                  "expected": list(exc.expected) or None, "file": exc.file}
     return err
-
-
-# ---------------------------------------------------------------- routing storage names
-
-_READS = re.compile(r"\b_measure\.(interval_record|entity_type|entity)\b")
-_STRUCTURED_INSERT = re.compile(r"^\s*INSERT INTO _measure\.structured_record\b")
-_APPEND = ("SELECT measure.append_structured_record(%s, %s::smallint, %s::smallint, %s::integer, "
-           "%s::bigint, %s::timestamptz, %s::timestamptz, %s::bigint, %s::bigint[])")
-
-
-def route(query: Any) -> Any:
-    """The statement measure_api may run for one the interpreter wrote: storage tables it
-    reads → the measure.* views of the same columns; the structured-record INSERT (columns
-    loadid, system_id, type_code, measurement_id, entity_id, from_at, to_at, delta_us,
-    counters, in that order) → measure.append_structured_record with the same parameters."""
-    if not isinstance(query, str):
-        return query
-    if _STRUCTURED_INSERT.match(query):
-        return _APPEND
-    return _READS.sub(r"measure.\1", query)
-
-
-class RoutedCursor(psycopg.Cursor):
-    def execute(self, query: Any, params: Any = None, **kw: Any):  # type: ignore[override]
-        return super().execute(route(query), params, **kw)
-
-    def executemany(self, query: Any, params_seq: Iterable[Any], **kw: Any) -> None:  # type: ignore[override]
-        return super().executemany(route(query), params_seq, **kw)
 
 
 class _Side:
@@ -134,17 +104,12 @@ def _refuse_files(text: str, interactive: bool) -> None:
 def run(session: Session, engine: Engine, body: MeascomRun) -> MeascomOutputRead:
     _refuse_files(body.text, body.interactive)
     conn = psycopg_connection(session)
-    saved = conn.cursor_factory
-    conn.cursor_factory = RoutedCursor
     try:
-        try:
-            mc = ApiMeascomSession(conn, engine, system=body.system, interactive=body.interactive)
-        except MeascomError as exc:
-            raise InvalidInput(str(exc), field="system") from None
-        try:
-            output = mc.execute(body.text, interactive=body.interactive)
-        except MeascomError as exc:
-            raise _typed(exc) from None
-    finally:
-        conn.cursor_factory = saved
+        mc = ApiMeascomSession(conn, engine, system=body.system, interactive=body.interactive)
+    except MeascomError as exc:
+        raise InvalidInput(str(exc), field="system") from None
+    try:
+        output = mc.execute(body.text, interactive=body.interactive)
+    except MeascomError as exc:
+        raise _typed(exc) from None
     return MeascomOutputRead(output=output)

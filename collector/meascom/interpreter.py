@@ -252,10 +252,6 @@ class Session:
         rows = self.q(sql, params)
         return rows[0] if rows else None
 
-    def has_function(self, signature: str) -> bool:
-        row = self.q1("SELECT to_regprocedure(%s) IS NOT NULL AS ok", (signature,))
-        return bool(row and row["ok"])
-
     def _find_system(self, system: str | None) -> tuple[int, str, ZoneInfo]:
         rows = self.q("SELECT system_id, system_name, time_zone FROM measure.system ORDER BY system_name")
         names = ", ".join(r["system_name"] for r in rows) or "none"
@@ -505,19 +501,9 @@ class Session:
         interval_us = cmd.interval.us if cmd.interval else None
         source = "\n".join([*self.state.config_sources, item.source])
         contab_json = contab.model_dump(mode="json")
-        if self.has_function("measure.create_measurement(text,text,jsonb,text,timestamptz,"
-                             "timestamptz,bigint)"):
-            mid = self.q1("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
-                          (self.system_name, name, Jsonb(contab_json), source, start, stop,
-                           interval_us))["id"]
-        else:  # no API functions in this database: write the control plane directly
-            mid = self.q1(
-                """INSERT INTO _measure.measurement
-                       (system_id, name, contab, source, start_at, stop_at, interval_us, state,
-                        updated_at)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, 'scheduled', clock_timestamp())
-                   RETURNING measurement_id AS id""",
-                (self.system_id, name, Jsonb(contab_json), source, start, stop, interval_us))["id"]
+        mid = self.q1("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
+                      (self.system_name, name, Jsonb(contab_json), source, start, stop,
+                       interval_us))["id"]
         self.state.current = mid  # implicit ADD MEASUREMENT
         lines = [f"Measurement {name} (id {mid}) scheduled on {self.system_name}: "
                  f"from {_fmt(start)} " + (f"to {_fmt(stop)}" if stop else "until STOP MEASUREMENT")
@@ -539,17 +525,8 @@ class Session:
                 f"measurement {name} is not live (it is {known.state})" if known
                 else f"no measurement {name} on {self.system_name}", word=name)
         now = self.now()
-        if self.has_function("measure.stop_measurement(integer,timestamptz)"):
-            self.q("SELECT measure.stop_measurement(%s, %s)", (m.measurement_id, now))
-        elif m.state == "configured" or (m.state == "scheduled" and m.start_at
-                                         and m.start_at >= now):
-            self.q("""UPDATE _measure.measurement SET state = 'stopped', stopped_at = now(),
-                             state_detail = 'stopped before it started',
-                             updated_at = clock_timestamp() WHERE measurement_id = %s""",
-                   (m.measurement_id,))
-        else:
-            self.q("UPDATE _measure.measurement SET stop_at = %s, updated_at = clock_timestamp()"
-                   " WHERE measurement_id = %s", (now, m.measurement_id))
+        # a measurement that has not started by now is stopped at once (it never runs)
+        self.q("SELECT measure.stop_measurement(%s, %s)", (m.measurement_id, now))
         return f"Measurement {name} (id {m.measurement_id}) stops at {_fmt(now)}"
 
     def _cmd_AddMeasurement(self, cmd: ast.AddMeasurement, item: _Item) -> str:
@@ -568,7 +545,7 @@ class Session:
             m = self._known(name)
             counts = self.q(
                 """SELECT t.measure_name, count(DISTINCT r.entity_id) AS n
-                     FROM _measure.interval_record r JOIN _measure.entity_type t USING (type_code)
+                     FROM measure.interval_record r JOIN measure.entity_type t USING (type_code)
                     WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
                     ORDER BY t.type_code""", (m.measurement_id,))
             parts.append(render_config(m, self.system_name, self.tz, counts))
@@ -596,29 +573,15 @@ class Session:
             last = f"last heartbeat {hb['age']:.0f} s ago" if hb else "no heartbeat ever"
             return None, f"the collector of {self.system_name} is not answering ({last})"
         with self._side_connection() as side:
-            api = self._side_has_submit(side)
-            if api:  # the API's functions: works for the measure_api role too
-                rid = side.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
-                                   (self.system_id, kind, Jsonb(payload))).fetchone()[0]
-                poll = "SELECT answered_at, response, error FROM measure.request_answer(%s)"
-            else:
-                rid = side.execute(
-                    "INSERT INTO _measure.control_request (system_id, kind, payload)"
-                    " VALUES (%s, %s, %s) RETURNING request_id",
-                    (self.system_id, kind, Jsonb(payload))).fetchone()[0]
-                side.execute("SELECT pg_notify('measuredb_request', %s)", (str(rid),))
-                poll = ("SELECT answered_at, response, error FROM _measure.control_request"
-                        " WHERE request_id = %s")
+            rid = side.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
+                               (self.system_id, kind, Jsonb(payload))).fetchone()[0]
             deadline = time.monotonic() + self.answer_timeout
             while True:
-                row = side.execute(poll, (rid,)).fetchone()
+                row = side.execute("SELECT answered_at, response, error"
+                                   "  FROM measure.request_answer(%s)", (rid,)).fetchone()
                 answered = row is not None and row[0] is not None
                 if answered or time.monotonic() >= deadline:
-                    try:  # tidy up (only the owner/collector roles may)
-                        side.execute("DELETE FROM _measure.control_request WHERE request_id = %s",
-                                     (rid,))
-                    except psycopg.Error:
-                        pass
+                    side.execute("SELECT measure.forget_request(%s)", (rid,))  # tidy up
                     if answered:
                         return (None, f"the collector says: {row[2]}") if row[2] else (row[1], None)
                     return None, (f"the collector of {self.system_name} is not answering "
@@ -631,11 +594,6 @@ class Session:
             return psycopg.connect(self.url, autocommit=True)
         info = self.conn.info
         return psycopg.connect(info.dsn, password=info.password, autocommit=True)
-
-    @staticmethod
-    def _side_has_submit(side: psycopg.Connection) -> bool:
-        return side.execute("SELECT to_regprocedure('measure.submit_request(smallint,text,jsonb)')"
-                            " IS NOT NULL").fetchone()[0]
 
     def _cmd_Status(self, cmd: ast.Status, item: _Item) -> str:
         text = (self._status_measurement(self._name(cmd.file, cmd)) if cmd.target == "MEASUREMENT"
@@ -692,7 +650,7 @@ class Session:
         stored = self.q(
             """SELECT t.measure_name, count(DISTINCT r.entity_id) AS entities, count(*) AS records,
                       max(r.to_at) AS last_to
-                 FROM _measure.interval_record r JOIN _measure.entity_type t USING (type_code)
+                 FROM measure.interval_record r JOIN measure.entity_type t USING (type_code)
                 WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
                 ORDER BY t.type_code""", (m.measurement_id,))
         if stored:

@@ -1,51 +1,67 @@
-"""LIST / LISTALL / LISTACTIVE for the MEASCOM interpreter (MEASREAD semantics, §6).
+"""LIST / LISTALL / LISTACTIVE for the MEASCOM interpreter: MEASCOM's words turned into a
+MEASREAD query (collector/measure/read.py, the one implementation of selection, summing and
+RATE ON, shared with the REST API), and the read's records turned into MEASCOM's output.
 
-* LIST: one summary record per entity (per counter record: an entity's successive
-  incarnations stay apart) over the report window, the sum of the interval records the
-  window selects (MEASREAD_DIFF_ with all^recs = 0). Each window end moves to the nearest
-  copy time of that record (ties widen the window): ``FROM 23:00, FOR 1 HOURS`` over hourly
-  copies at hh:05 selects 23:05-00:05, the 1986 article's "hour 23"; a window narrower than
-  one interval selects the record it overlaps most. Snapshot counters named ``…START…``
-  take the first record's value, other snapshot counters the last one's; max-queue and
-  max-value counters the largest. An entity without records in the window is omitted.
-  LISTALL: every selected interval record (all^recs = 1).
+* LIST: MEASREAD_DIFF_ with all^recs = 0 over the report window: one summary record per
+  entity, the sum of its interval records in the window. Window ends snap to the nearest
+  copy time of the entity's records (``snap="nearest"``; ties widen the window): ``FROM 23:00,
+  FOR 1 HOURS`` over hourly copies at hh:05 selects 23:05-00:05, the 1986 article's
+  "hour 23"; a window narrower than one interval selects the interval it overlaps most.
+  Snapshot, max-queue and max-value counters take the last interval's value (``STARTING-…``
+  snapshots the first one's). An entity without records in the window is omitted.
+  LISTALL: every selected interval record (all^recs = 1), in time order.
 * Window (semantics C): FROM / TO / FOR of the command, else of SET REPORT; no FROM =
-  measurement start; neither TO nor FOR = measurement (or entity) end.
-* RATE ON: per second for incrementing/accumulating counters, % of the interval for busy and
-  queue-busy, average queue length for queue counters, ms per transaction for response
-  counters (paired with the record's TRANSACTIONS), raw for snapshot/max counters; counter
-  decreases are clamped to 0. A user counter's TIME-VALUE is rated by its TYPE in the
-  measurement's CONTAB. RATE OFF: raw values. FORMAT STRUCTURED is always raw.
+  measurement start; neither TO nor FOR = measurement (or entity) end. Times without a date:
+  see :func:`_resolve_list_time`.
+* RATE ON (``measure.rate``): per second for incrementing/accumulating counters, % of the
+  interval for busy and queue-busy, average queue length for queue counters, ms per
+  transaction for response counters (the read's µs per transaction, shown in ms), raw for
+  snapshot/max counters; counter decreases are clamped to 0. A user counter's TIME-VALUE is
+  rated by its TYPE in the measurement's CONTAB. RATE OFF: raw values. FORMAT STRUCTURED is
+  always raw. Shown rounded half up: 3 decimals, 2 for percentages.
 * ZERO-REPORTS EXCLUDE drops all-zero records; TOTALS INCLUDE adds a TOTAL record (sums;
   max for max counters; elapsed = the longest member's), ONLY prints it alone;
   IF keeps records satisfying the condition (on rated values under RATE ON); BY orders by a
   counter, largest first (or by an identifying field, ascending).
-* FORMAT STRUCTURED appends the records to ``_measure.structured_record`` tagged with the
-  LOADID (duplicates are not removed, as in MEASURE). A LIST naming a LOADID writes
-  structured records unless it says FORMAT itself: a LOADID exists only for structured
-  files, and the 1986 Figure 4 OBEY file names LOADIDs without setting FORMAT.
+* FORMAT STRUCTURED appends the records to the structured records through
+  ``measure.append_structured_record``, tagged with the LOADID (duplicates are not removed,
+  as in MEASURE). A LIST naming a LOADID writes structured records unless it says FORMAT
+  itself: a LOADID exists only for structured files, and the 1986 Figure 4 OBEY file names
+  LOADIDs without setting FORMAT.
+* LISTACTIVE: live counter records from the collector, differenced
+  (:func:`collector.measure.read.difference`) and then reduced exactly like stored ones
+  (:func:`collector.measure.read.read_given`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
-from collector.catalog import CounterDef, EntityDef, UnknownCounter
+from collector.catalog import EntityDef
 from collector.meascom import ast
-from collector.measure.contab import Contab, ContabBuilder, EntityDescriptor
+from collector.measure.contab import ContabBuilder, EntityDescriptor
+from collector.measure.read import (
+    LEVEL_KINDS,
+    Condition,
+    GivenRecord,
+    ReadError,
+    ReadQuery,
+    ReadResult,
+    Record,
+    difference,
+    read,
+    read_given,
+)
 
 if TYPE_CHECKING:
     from collector.meascom.interpreter import Measurement, Session
 
-__all__ = ["Record", "entity_label", "list_active", "list_stored", "rate_values"]
+__all__ = ["entity_label", "list_active", "list_stored"]
 
-_DELTA_KINDS = ("incrementing", "accumulating", "busy", "queue", "qbusy", "response")
-_USER_KIND = {"ACCUM": "accumulating", "FACCUM": "accumulating", "BUSY": "busy",
-              "QUEUE": "queue", "QBUSY": "qbusy"}
 BRIEF = {
     "CPU": ("CPU-BUSY-TIME", "CPU-QTIME", "DISPATCHES", "SWAPS", "DISC-IOS"),
     "PROCESS": ("CPU-BUSY-TIME", "READY-TIME", "DISPATCHES", "PAGE-FAULTS", "MESSAGES-SENT"),
@@ -55,20 +71,14 @@ BRIEF = {
     "USERDEF": ("TIME-VALUE", "MAX-VALUE"),
     "TMF": ("HOME-TRANS", "HOME-TRANS-QTIME", "REMOTE-TRANS", "ABORTING-TRANS"),
 }
-
-
-@dataclass
-class Record:
-    """One report record: an entity's counters over [from_at, to_at)."""
-
-    label: str
-    ids: dict[str, Any]
-    entity_id: int | None
-    from_at: datetime
-    to_at: datetime
-    delta_us: int
-    counters: list[int]
-    error: int = 0
+# How a RATE ON value is shown, by the kind it was rated as: unit, rounding, divisor (the
+# read gives response time in µs per transaction; MEASCOM shows ms). Display only: the
+# reduction itself is measure.rate's.
+_SHOW = {"incrementing": ("/s", Decimal("0.001"), 1), "accumulating": ("/s", Decimal("0.001"), 1),
+         "busy": ("%", Decimal("0.01"), 1), "qbusy": ("%", Decimal("0.01"), 1),
+         "queue": ("aql", Decimal("0.001"), 1), "response": ("ms/trans", Decimal("0.001"), 1000)}
+_APPEND = ("SELECT measure.append_structured_record(%s, %s::smallint, %s::smallint, %s::integer, "
+           "%s::bigint, %s::timestamptz, %s::timestamptz, %s::bigint, %s::bigint[])")
 
 
 def _err(msg: str, node: ast.Node | None = None):
@@ -101,51 +111,6 @@ def entity_label(ent: EntityDef, ids: dict[str, Any]) -> str:
     if t == "SYSTEM":
         return f"{t} {g('remote_system_name') or g('remote_system')}"
     return t + " " + " ".join(f"{k}={g(k)}" for k in ent.id_fields if g(k) is not None)
-
-
-# ------------------------------------------------------------------------------ rates
-
-
-def _kinds(ent: EntityDef, ids: dict[str, Any], contab: Contab | None) -> list[str]:
-    kinds = [c.kind for c in ent.counters]
-    if ent.measure_name == "USERDEF" and contab is not None:
-        for c in contab.counters:
-            if c.name == str(ids.get("name", "")).upper() and c.applies_to(ids):
-                kinds[ent.index("time_value")] = _USER_KIND[c.type]
-                break
-    return kinds
-
-
-_Q = {"per_s": Decimal("0.001"), "pct": Decimal("0.01"), "aql": Decimal("0.001"),
-      "ms": Decimal("0.001")}
-
-
-def rate_values(ent: EntityDef, rec: Record, kinds: list[str]) -> list[tuple[Decimal | int | None, str]]:
-    """RATE ON: (value, unit) per counter; Decimal values are rounded half up."""
-    secs = Decimal(rec.delta_us) / Decimal(1_000_000)
-    dus = Decimal(rec.delta_us)
-    trans = rec.counters[ent.index("transactions")] if "transactions" in ent else None
-    out: list[tuple[Decimal | int | None, str]] = []
-    for v, kind in zip(rec.counters, kinds, strict=True):
-        d = Decimal(max(v, 0))
-        if kind in ("incrementing", "accumulating"):
-            out.append(((d / secs).quantize(_Q["per_s"], ROUND_HALF_UP), "/s"))
-        elif kind in ("busy", "qbusy"):
-            out.append(((100 * d / dus).quantize(_Q["pct"], ROUND_HALF_UP), "%"))
-        elif kind == "queue":
-            out.append(((d / dus).quantize(_Q["aql"], ROUND_HALF_UP), "aql"))
-        elif kind == "response":
-            out.append(((d / 1000 / trans).quantize(_Q["ms"], ROUND_HALF_UP) if trans else None,
-                        "ms/trans"))
-        else:
-            out.append((v, ""))
-    return out
-
-
-def _values(ent: EntityDef, rec: Record, kinds: list[str], rate: bool):
-    if rate:
-        return rate_values(ent, rec, kinds)
-    return [(v, c.unit) for v, c in zip(rec.counters, ent.counters, strict=True)]
 
 
 # ------------------------------------------------------------------------------ window
@@ -186,7 +151,7 @@ def _window(s: Session, cmd: ast.ListCommand, m: Measurement):
     return lo, hi
 
 
-# ------------------------------------------------------------------------------ selection
+# ------------------------------------------------------------------------------ the query
 
 
 def _descriptors(s: Session, cmd: ast.ListCommand) -> list[EntityDescriptor]:
@@ -197,119 +162,6 @@ def _descriptors(s: Session, cmd: ast.ListCommand) -> list[EntityDescriptor]:
     except ValueError as exc:
         raise _err(f"{cmd.entity}: {getattr(exc, 'message', exc)}", cmd.specs[0]) from None
     return b.descriptors
-
-
-def _counter(ent: EntityDef, name: str, node: ast.Node, what: str) -> CounterDef | str:
-    if name.lower().replace("-", "_") in ent.id_fields:
-        return name.lower().replace("-", "_")
-    try:
-        return ent.counter(name)
-    except UnknownCounter as exc:
-        raise _err(f"{what}: {exc}", node) from None
-
-
-def _stored_records(s: Session, ent: EntityDef, m: Measurement, lo, hi,
-                    descs: list[EntityDescriptor]) -> list[list[Record]]:
-    """The interval records of each matching counter record (entity incarnation) that the
-    window selects, in time order. MEASREAD-style: each window end moves to the nearest copy
-    time of that record (ties widen the window), so ``FROM 23:00 FOR 1 HOURS`` over hourly
-    copies at hh:05 selects 23:05-00:05; a window narrower than one interval selects the
-    record it overlaps most."""
-    rows = s.q(
-        """SELECT r.entity_id, r.record_at, r.from_at, r.to_at, r.delta_us, r.error,
-                  r.counters, e.ids
-             FROM _measure.interval_record r JOIN _measure.entity e USING (entity_id)
-            WHERE r.measurement_id = %(m)s AND r.type_code = %(t)s
-              AND (%(lo)s::timestamptz IS NULL OR r.to_at > %(lo)s)
-              AND (%(hi)s::timestamptz IS NULL OR r.from_at < %(hi)s)
-            ORDER BY r.entity_id, r.record_at, r.from_at""",
-        {"m": m.measurement_id, "t": ent.code, "lo": lo, "hi": hi})
-    groups: dict[tuple, list[Record]] = {}
-    for r in rows:
-        ids = r["ids"] if isinstance(r["ids"], dict) else json.loads(r["ids"])
-        if not any(d.matches(ids) for d in descs):
-            continue
-        rec = Record(entity_label(ent, ids), ids, r["entity_id"], r["from_at"], r["to_at"],
-                     r["delta_us"], list(r["counters"]), r["error"])
-        groups.setdefault((r["entity_id"], r["record_at"]), []).append(rec)
-    out = []
-    for recs in groups.values():
-        bounds = sorted({x.from_at for x in recs} | {x.to_at for x in recs})
-        a = None if lo is None else min(bounds, key=lambda b: (abs(b - lo), b))
-        z = None if hi is None else min(bounds, key=lambda b: (abs(b - hi), -b.timestamp()))
-        inside = [x for x in recs if (a is None or x.from_at >= a) and (z is None or x.to_at <= z)]
-        if not inside and lo is not None and hi is not None:
-            inside = [max(recs, key=lambda x: min(x.to_at, hi) - max(x.from_at, lo))]
-        if inside:
-            out.append(inside)
-    return out
-
-
-def _combine(ent: EntityDef, recs: list[Record], label: str | None = None,
-             entity_id: Any = "same", total: bool = False) -> Record:
-    """Add up records (in time order) of one entity, or of all entities for a TOTAL."""
-    counters = []
-    for i, c in enumerate(ent.counters):
-        vals = [r.counters[i] for r in recs]
-        if c.kind in _DELTA_KINDS or (total and c.kind == "snapshot"):
-            counters.append(sum(vals))
-        elif c.kind == "snapshot":
-            counters.append(vals[0] if "START" in c.measure_name else vals[-1])
-        else:
-            counters.append(max(vals))
-    first = recs[0]
-    return Record(label or first.label, first.ids if not total else {},
-                  first.entity_id if entity_id == "same" else entity_id,
-                  min(r.from_at for r in recs), max(r.to_at for r in recs),
-                  max(r.delta_us for r in recs) if total else sum(r.delta_us for r in recs),
-                  counters, max((r.error for r in recs), key=abs))
-
-
-def _select(s: Session, cmd: ast.ListCommand, ent: EntityDef, records: list[Record],
-            contab: Contab | None) -> list[Record]:
-    r = s.state.report
-    rate = _attr(cmd, "RATE", r.rate) == "ON"
-    zero = _attr(cmd, "ZERO-REPORTS", r.zero_reports)
-    totals = _attr(cmd, "TOTALS", r.totals)
-    if zero == "EXCLUDE":
-        records = [x for x in records if any(x.counters)]
-    if cmd.if_ is not None:
-        cond = cmd.if_
-        target = _counter(ent, cond.counter, cond, "IF")
-        keep = []
-        for x in records:
-            v = _item_value(ent, x, target, _kinds(ent, x.ids, contab), rate)
-            if v is not None and _compare(v, cond.op, Decimal(str(cond.value))):
-                keep.append(x)
-        records = keep
-    if cmd.by is not None:
-        target = _counter(ent, cmd.by, cmd, "BY")
-        if isinstance(target, str):
-            records.sort(key=lambda x: (x.ids.get(target) is None, str(x.ids.get(target))
-                                        if not isinstance(x.ids.get(target), int)
-                                        else f"{x.ids.get(target):012d}"))
-        else:
-            def key(x: Record):
-                v = _item_value(ent, x, target, _kinds(ent, x.ids, contab), rate)
-                return (v is None, -(v or 0))
-            records.sort(key=key)
-    if totals in ("INCLUDE", "ONLY") and records:
-        tot = _combine(ent, records, label=f"TOTAL {ent.measure_name}", entity_id=None,
-                       total=True)
-        records = [tot] if totals == "ONLY" else [*records, tot]
-    return records
-
-
-def _item_value(ent, rec, target, kinds, rate):
-    if isinstance(target, str):
-        v = rec.ids.get(target)
-        return Decimal(v) if isinstance(v, int) else None
-    v, _ = _values(ent, rec, kinds, rate)[target.position]
-    return None if v is None else Decimal(v)
-
-
-def _compare(a: Decimal, op: str, b: Decimal) -> bool:
-    return {"=": a == b, "<>": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op]
 
 
 def _format(s: Session, cmd: ast.ListCommand) -> str:
@@ -328,6 +180,32 @@ def _attr(cmd: ast.ListCommand, name: str, default: str) -> str:
     return default
 
 
+def _query(s: Session, cmd: ast.ListCommand, ent: EntityDef, **window: Any) -> ReadQuery:
+    """The MEASREAD query of a LIST-type command: its entities, RATE, BY, IF, ZERO-REPORTS
+    and TOTALS (the command's, else SET REPORT's); every record at once, exact values."""
+    r = s.state.report
+    cond = None
+    if cmd.if_ is not None:
+        cond = Condition(cmd.if_.counter, cmd.if_.op, Decimal(str(cmd.if_.value)))
+    return ReadQuery(
+        entity=ent.name, descriptors=[d.fields for d in _descriptors(s, cmd)],
+        rate=_attr(cmd, "RATE", r.rate) == "ON", by=cmd.by, if_=cond,
+        zero_reports=_attr(cmd, "ZERO-REPORTS", r.zero_reports) != "EXCLUDE",
+        totals=_attr(cmd, "TOTALS", r.totals).lower(), limit=None, exact=True, **window)
+
+
+def _run(cmd: ast.ListCommand, call: Callable[[], ReadResult]) -> ReadResult:
+    """Run a read; its refusal becomes a MeascomError at the clause it concerns."""
+    try:
+        return call()
+    except ReadError as exc:
+        if exc.field in ("by",):
+            raise _err(f"BY: {exc.message}", cmd) from None
+        if exc.field in ("if_counter", "if_op"):
+            raise _err(f"IF: {exc.message}", cmd.if_) from None
+        raise _err(f"{cmd.verb} {cmd.entity}: {exc.message}", cmd) from None
+
+
 # ------------------------------------------------------------------------------ output
 
 
@@ -341,52 +219,88 @@ def _t(s: Session, dt: datetime) -> str:
     return f"{dt.astimezone(s.tz):%d %b %Y %H:%M:%S}"
 
 
-def _render(s: Session, cmd: ast.ListCommand, ent: EntityDef, records: list[Record],
-            m: Measurement | None, contab: Contab | None, fmt: str, rate: bool) -> str:
+def _shown(ent: EntityDef, rec: Record, rate: bool):
+    """(value, unit) per counter, in catalogue order, as MEASCOM shows them (RATE ON: by the
+    kind the read rated the counter by)."""
+    out: list[tuple[Decimal | int | None, str]] = []
+    for c in ent.counters:
+        if not rate:
+            out.append((rec.raw.get(c.name), c.unit))
+            continue
+        kind = rec.kinds.get(c.name, c.kind)
+        if kind not in _SHOW:
+            out.append((rec.raw.get(c.name), ""))
+            continue
+        unit, step, div = _SHOW[kind]
+        v = rec.values.get(c.name)
+        out.append((None if v is None else (Decimal(v) / div).quantize(step, ROUND_HALF_UP), unit))
+    return out
+
+
+def _labelled(ent: EntityDef, res: ReadResult) -> list[tuple[str, Record]]:
+    rows = [(entity_label(ent, r.ids), r) for r in res.records]
+    if res.total is not None:
+        rows.append((f"TOTAL {ent.measure_name}", res.total))
+    return rows
+
+
+def _render(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
+            m: Measurement | None, fmt: str) -> str:
+    rate = res.rate
     head = (f"{cmd.verb} {ent.measure_name} on {s.system_name}"
             + (f", measurement {m.name}" if m else "") + f", RATE {'ON' if rate else 'OFF'}")
+    records = _labelled(ent, res)
     if not records:
         return head + f": no {ent.measure_name} records in the report window"
     if fmt == "BRIEF":
         cols = [c for c in BRIEF.get(ent.measure_name, ()) if c in ent] or [
-            c.measure_name for c in ent.counters if c.kind in _DELTA_KINDS][:5]
+            c.measure_name for c in ent.counters if c.kind_code not in LEVEL_KINDS][:5]
         idx = [ent.index(c) for c in cols]
-        width = max(len(r.label) for r in records)
+        width = max(len(label) for label, _ in records)
         widths = [max(len(c), 12) for c in cols]
         lines = [head, "  " + "ENTITY".ljust(width) + " FROM     TO       "
                  + " ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
-        for r in records:
-            vals = _values(ent, r, _kinds(ent, r.ids, contab), rate)
-            lines.append("  " + r.label.ljust(width)
+        for label, r in records:
+            vals = _shown(ent, r, rate)
+            lines.append("  " + label.ljust(width)
                          + f" {r.from_at.astimezone(s.tz):%H:%M:%S} {r.to_at.astimezone(s.tz):%H:%M:%S} "
                          + " ".join(_num(vals[i][0]).rjust(w) for i, w in zip(idx, widths, strict=True)))
         return "\n".join(lines)
     blocks = [head]
-    for r in records:
-        vals = _values(ent, r, _kinds(ent, r.ids, contab), rate)
-        lines = [f"{r.label}",
+    for label, r in records:
+        lines = [label,
                  f"  from {_t(s, r.from_at)}  to {_t(s, r.to_at)}  elapsed "
                  f"{Decimal(r.delta_us) / 1_000_000:.3f} s"
                  + (f"  ERROR {r.error}" if r.error else "")]
-        for c, (v, unit) in zip(ent.counters, vals, strict=True):
+        for c, (v, unit) in zip(ent.counters, _shown(ent, r, rate), strict=True):
             lines.append(f"  {c.measure_name:<24}{_num(v):>22} {unit}".rstrip())
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _write_structured(s: Session, cmd: ast.ListCommand, ent: EntityDef, records: list[Record],
+def _write_structured(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
                       measurement_id: int) -> str:
+    """FORMAT STRUCTURED: raw values, one row per record (entity_id NULL: the TOTAL)."""
     loadid = cmd.loadid or s.state.report.loadid
+    records = [r for _, r in _labelled(ent, res)]
     with s.conn.cursor() as cur:
-        cur.executemany(
-            """INSERT INTO _measure.structured_record (loadid, system_id, type_code,
-                   measurement_id, entity_id, from_at, to_at, delta_us, counters)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(loadid, s.system_id, ent.code, measurement_id, r.entity_id, r.from_at, r.to_at,
-              r.delta_us, r.counters) for r in records])
+        cur.executemany(_APPEND, [
+            (loadid, s.system_id, ent.code, measurement_id, r.entity_id, r.from_at, r.to_at,
+             r.delta_us, [r.raw.get(c.name) for c in ent.counters]) for r in records])
     return (f"{cmd.verb} {ent.measure_name}: {len(records)} structured "
             f"record{'s' if len(records) != 1 else ''} written"
             + (f", LOADID {loadid}" if loadid else ", no LOADID"))
+
+
+def _output(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
+            m: Measurement | None, measurement_id: int | None) -> str:
+    fmt = _format(s, cmd)
+    if fmt == "STRUCTURED":
+        if measurement_id is None:
+            raise _err(f"{cmd.verb} with FORMAT STRUCTURED needs a current measurement "
+                       "(ADD MEASUREMENT name)", cmd)
+        return _write_structured(s, cmd, ent, res, measurement_id)
+    return _render(s, cmd, ent, res, m, fmt)
 
 
 # ------------------------------------------------------------------------------ commands
@@ -397,18 +311,10 @@ def list_stored(s: Session, cmd: ast.ListCommand) -> str:
     m = s.current_measurement()
     ent = s.catalog.entity(cmd.entity)
     lo, hi = _window(s, cmd, m)
-    descs = _descriptors(s, cmd)
-    groups = _stored_records(s, ent, m, lo, hi, descs)
-    if cmd.verb == "LISTALL":
-        records = [rec for g in groups for rec in g]
-    else:
-        records = [_combine(ent, g) for g in groups]
-    records = _select(s, cmd, ent, records, m.contab)
-    fmt = _format(s, cmd)
-    if fmt == "STRUCTURED":
-        return _write_structured(s, cmd, ent, records, m.measurement_id)
-    rate = _attr(cmd, "RATE", s.state.report.rate) == "ON"
-    return _render(s, cmd, ent, records, m, m.contab, fmt, rate)
+    q = _query(s, cmd, ent, from_at=lo, to_at=hi, snap="nearest", summary=True,
+               all_records=cmd.verb == "LISTALL")
+    res = _run(cmd, lambda: read(s.conn, m.measurement_id, q))
+    return _output(s, cmd, ent, res, m, m.measurement_id)
 
 
 def list_active(s: Session, cmd: ast.ListCommand) -> str:
@@ -417,17 +323,17 @@ def list_active(s: Session, cmd: ast.ListCommand) -> str:
     Without FOR: the change since measurement start (the record's baseline copy) or, when the
     collector has no baseline, since the counter record was allocated. With FOR d: read, wait
     d, read again, and show the difference."""
+    from collector.sink import entity_id_for, entity_key
+
     ent = s.catalog.entity(cmd.entity)
-    mid: int | None = None
-    m = None
     try:
         m = s.current_measurement()
-        mid = m.measurement_id
     except Exception:  # noqa: BLE001 - LISTACTIVE works without a current measurement
         m = None
+    mid = m.measurement_id if m else None
     descs = _descriptors(s, cmd)
 
-    def read() -> tuple[datetime, dict[tuple, dict]]:
+    def read_live() -> tuple[datetime, dict[tuple, dict]]:
         at, found = None, {}
         for d in descs:
             payload = {"entity": ent.name, "descriptor": d.fields, "measurement_id": mid}
@@ -436,55 +342,36 @@ def list_active(s: Session, cmd: ast.ListCommand) -> str:
                 raise _err(f"LISTACTIVE {ent.measure_name}: {why}", cmd)
             at = datetime.fromisoformat(resp["at"])
             for r in resp.get("records", []):
-                key = (json.dumps(r["ids"], sort_keys=True), r.get("record_at"))
-                found[key] = r
+                found[(json.dumps(r["ids"], sort_keys=True), r.get("record_at"))] = r
         return at, found
 
     def vector(d: dict[str, Any]) -> list[int]:
         return [round(float(d.get(c.measure_name, 0) or 0)) for c in ent.counters]
 
-    records: list[Record] = []
+    def given(r: dict, since: datetime, at: datetime, counters: list[int]) -> GivenRecord:
+        key = entity_key(ent.id_fields, r["ids"])
+        return GivenRecord(r["ids"], since, at, int((at - since) / timedelta(microseconds=1)),
+                           counters, entity_id_for(s.system_id, ent.code, key), key, r.get("cpu"))
+
+    records: list[GivenRecord] = []
     if cmd.for_ is None:
-        at, found = read()
+        at, found = read_live()
         for r in found.values():
-            now_v = vector(r["counters"])
             if r.get("baseline") is not None:
-                since = datetime.fromisoformat(r["baseline_at"])
-                base = vector(r["baseline"])
+                since, base = datetime.fromisoformat(r["baseline_at"]), vector(r["baseline"])
             else:
-                since = datetime.fromisoformat(r["record_at"])
-                base = [0] * len(now_v)
-            records.append(_active_record(ent, r, since, at, now_v, base))
+                since, base = datetime.fromisoformat(r["record_at"]), None
+            records.append(given(r, since, at, difference(ent, vector(r["counters"]), base)))
     else:
-        at1, first = read()
+        at1, first = read_live()
         s.sleep(cmd.for_.seconds)
-        at2, second = read()
+        at2, second = read_live()
         for key, r in second.items():
             if key in first:
-                records.append(_active_record(ent, r, at1, at2, vector(r["counters"]),
-                                              vector(first[key]["counters"])))
+                records.append(given(r, at1, at2, difference(ent, vector(r["counters"]),
+                                                             vector(first[key]["counters"]))))
     records = [x for x in records if x.delta_us > 0]
-    records = _select(s, cmd, ent, records, m.contab if m else None)
-    fmt = _format(s, cmd)
-    if fmt == "STRUCTURED":
-        if mid is None:
-            raise _err("LISTACTIVE with FORMAT STRUCTURED needs a current measurement "
-                       "(ADD MEASUREMENT name)", cmd)
-        from collector.sink import entity_id_for, entity_key
-
-        for x in records:
-            if x.entity_id is None and x.ids:
-                x.entity_id = entity_id_for(s.system_id, ent.code, entity_key(ent.id_fields, x.ids))
-        return _write_structured(s, cmd, ent, records, mid)
-    rate = _attr(cmd, "RATE", s.state.report.rate) == "ON"
-    return _render(s, cmd, ent, records, m, m.contab if m else None, fmt, rate)
-
-
-def _active_record(ent: EntityDef, r: dict, since: datetime, at: datetime, now_v: list[int],
-                   base: list[int]) -> Record:
-    kinds = [c.kind for c in ent.counters]
-    counters = [n if k not in _DELTA_KINDS else n - b
-                for n, b, k in zip(now_v, base, kinds, strict=True)]
-    delta_us = int((at - since) / timedelta(microseconds=1))
-    return Record(entity_label(ent, r["ids"]), r["ids"], None, since, at, delta_us, counters)
-
+    q = _query(s, cmd, ent)
+    res = _run(cmd, lambda: read_given(s.conn, records, q, contab=m.contab if m else None,
+                                       measurement_id=mid))
+    return _output(s, cmd, ent, res, m, mid)

@@ -1,10 +1,11 @@
--- 035-meascom: what MEASCOM needs when it runs as the API role (POST /meascom, api/meascom/).
--- measure_api has no privilege on schema _measure. The interpreter (collector/meascom/)
--- creates and stops measurements through measure.create_measurement / stop_measurement
--- and talks to the collector through measure.submit_request / request_answer (030-api.sql);
--- it reads interval records and entities through the measure.* views. This file adds the
--- one missing write, FORMAT STRUCTURED (LIST/LISTALL with a LOADID), and a view of the
--- structured records.
+-- 035-meascom: what MEASCOM needs to run the same as the owner role and as the API role
+-- (POST /meascom, api/meascom/). measure_api has no privilege on schema _measure, and the
+-- interpreter (collector/meascom/) never names it: it reads the measure.* views (measurement,
+-- system, collector_heartbeat, entity, entity_type, interval_record; LIST through
+-- collector/measure/read.py) and writes only through SECURITY DEFINER functions:
+-- measure.create_measurement / stop_measurement (START / STOP), measure.submit_request /
+-- request_answer (STATUS, LISTACTIVE; 030-api.sql), and the ones below: FORMAT STRUCTURED
+-- (LIST/LISTALL with a LOADID) and tidying up a request it has finished with.
 
 -- Structured records (schema/020-structured.sql), readable like the other measure.* views.
 CREATE OR REPLACE VIEW measure.structured_record AS
@@ -56,3 +57,12 @@ REVOKE ALL ON FUNCTION measure.append_structured_record(text, smallint, smallint
     timestamptz, timestamptz, bigint, bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.append_structured_record(text, smallint, smallint, integer, bigint,
     timestamptz, timestamptz, bigint, bigint[]) TO measure_writer, measure_api;
+
+-- Forget a control request (MEASCOM tidies up after the collector answered, or after it gave
+-- up waiting: a request nobody waits for any more is not answered later). Unknown id: nothing.
+CREATE OR REPLACE FUNCTION measure.forget_request(p_id bigint)
+RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DELETE FROM _measure.control_request WHERE request_id = p_id
+$$;
+REVOKE ALL ON FUNCTION measure.forget_request(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.forget_request(bigint) TO measure_writer, measure_api;

@@ -1,5 +1,6 @@
-"""POST /meascom: MEASCOM text over HTTP, run by the interpreter as the API role (measure_api),
-its writes going through the SECURITY DEFINER functions (030-api.sql, 035-meascom.sql)."""
+"""POST /meascom: MEASCOM text over HTTP, run by the interpreter as the API role (measure_api):
+it reads the measure.* views and writes through the SECURITY DEFINER functions (030-api.sql,
+035-meascom.sql), with no rewriting of its statements."""
 
 from __future__ import annotations
 
@@ -160,6 +161,16 @@ def test_structured_list_goes_through_the_function(client, write_headers, api_db
         rows = c.execute("SELECT loadid, entity, entity_id, delta_us, counters[%s] FROM measure.structured_record "
                          "WHERE measurement_id = %s", (CPU.index("cpu_busy_time") + 1, mid)).fetchall()
     assert rows == [("DT12208", "cpu", eid, 3_600_000_000, 300_000_000)]
+    # a text LIST reads through collector/measure/read.py and measure.rate, as measure_api
+    r = post(client, write_headers, "ADD MEASUREMENT STRUC1\nSET REPORT FORMAT BRIEF\n"
+                                    "LIST CPU *, TOTALS INCLUDE, FROM 10:10, FOR 1 HOURS")
+    assert r.status_code == 200, r.text
+    lines = r.json()["output"].splitlines()[-4:]
+    assert lines[0].split() == ["LIST", "CPU", "on", "\\MEASCOM,", "measurement", "STRUC1,", "RATE", "ON"]
+    # FROM 10:10 snaps to the copy at 10:00 (Europe/Berlin), the hour ends at 11:00
+    assert lines[1].split()[:4] == ["ENTITY", "FROM", "TO", "CPU-BUSY-TIME"]
+    assert lines[2].split()[:5] == ["CPU", "2", "10:00:00", "11:00:00", "8.33"]
+    assert lines[3].split()[:6] == ["TOTAL", "CPU", "10:00:00", "11:00:00", "8.33", "0.000"]
 
 
 def test_meascom_cli_against_the_endpoint(client, write_headers, monkeypatch, capsys, system):

@@ -135,6 +135,35 @@ def test_figure_4_writes_structured_records(db, url, tmp_path):
     assert db.execute("SELECT count(*) FROM _measure.structured_record").fetchone()[0] == 8
 
 
+def test_runs_the_same_as_the_api_role(db, url, tmp_path):
+    """The interpreter reads only measure.* views and writes only through measure.*
+    functions, so it needs no privilege on _measure: run it as measure_api."""
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("SET ROLE measure_api")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT 1 FROM _measure.measurement")
+        s = Session(c, cwd=tmp_path, clock=lambda: NOW)
+        s.execute(FIGURE_3)
+        mid = s.state.current
+        eid = add_entity(db, "cpu", {"cpu": 0})
+        for f, t in hours(NOW, 22, 23):
+            add_record(db, mid, eid, "cpu", f, t, CPU_HOUR)
+        out = s.execute("LIST CPU *, LOADID DT31123, FROM 23:00, FOR 1 HOURS")
+        assert out == "LIST CPU: 1 structured record written, LOADID DT31123"
+        lines = s.execute("SET REPORT TOTALS INCLUDE\nLIST CPU 0, FROM 23:00, FOR 1 HOURS").splitlines()
+        assert lines[3] == "  from 07 Nov 2025 23:05:00  to 08 Nov 2025 00:05:00  elapsed 3600.000 s"
+        assert lines[4].split() == ["CPU-BUSY-TIME", "50.00", "%"]
+        assert "TOTAL CPU" in lines
+        status = s.execute("STATUS MEASUREMENT CPLNDAY1")
+        assert "    CPU             1 entities        2 records, last to 08 NOV 2025, 00:05:00" in status
+        assert "== entities measured: CPU 1" in s.execute("INFO CPLNDAY1")
+        s.execute("STOP MEASUREMENT CPLNDAY1")
+    rows = db.execute("SELECT loadid, entity_id, from_at, counters[1]"
+                      "  FROM _measure.structured_record").fetchall()
+    assert rows == [("DT31123", eid, datetime(2025, 11, 7, 23, 5, tzinfo=TZ), 1_800_000_000)]
+    assert db.execute("SELECT stop_at FROM _measure.measurement").fetchone()[0] == NOW
+
+
 # ------------------------------------------------------------------ parse first, change nothing
 
 
@@ -375,9 +404,12 @@ def test_listall_structured_and_add_measurement(cpu_data, url, tmp_path, db):
     assert other.execute("ADD MEASUREMENT CPU1").startswith("Measurement CPU1 (id ")
     out = other.execute("SET REPORT FORMAT STRUCTURED, LOADID L1\nLISTALL CPU *")
     assert out == "LISTALL CPU: 4 structured records written, LOADID L1"
-    rows = db.execute("SELECT loadid, counters[6] FROM _measure.structured_record"
+    rows = db.execute("SELECT loadid, from_at, counters[6] FROM _measure.structured_record"
                       " ORDER BY structured_id").fetchall()
-    assert rows == [("L1", 7200), ("L1", 7200), ("L1", 3600), ("L1", 7200)]
+    # every interval record, in time order (MEASREAD_DIFF_ all^recs = 1, as the API's LISTALL):
+    # 08:05 CPU 0, CPU 1, then 09:05 CPU 0, CPU 1
+    (h8, _), (h9, _) = hours(NOW, 8, 9)
+    assert rows == [("L1", h8, 7200), ("L1", h8, 3600), ("L1", h9, 7200), ("L1", h9, 7200)]
 
 
 # ------------------------------------------------------------------ the collector's answers

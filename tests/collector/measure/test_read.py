@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import psycopg
 import pytest
 
 from collector.catalog import load_catalog
-from collector.measure.read import Condition, ReadError, ReadQuery, read, select_entities
+from collector.measure.read import (
+    Condition,
+    GivenRecord,
+    ReadError,
+    ReadQuery,
+    difference,
+    read,
+    read_given,
+    select_entities,
+)
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -128,6 +138,96 @@ def test_summary_window_takes_intervals_wholly_inside(conn, mid):
     assert [x.intervals for x in r.records] == [1, 1]
 
 
+def test_window_snap_nearest_moves_each_end_to_the_nearest_copy(conn, mid):
+    # 20 s is nearest the copy at 0, 130 s the one at 120 (inside would keep only 60-120)
+    r = read(conn, mid, ReadQuery("cpu", from_at=T0 + 20 * S, to_at=T0 + 130 * S, snap="nearest",
+                                  counters=["cpu_busy_time"]))
+    assert [(x.from_at, x.to_at, x.intervals) for x in r.records] == [
+        (T0, T0 + 120 * S, 2), (T0, T0 + 120 * S, 2)]
+    assert values(r, "cpu_busy_time") == [62.5, 15.0]
+    # equally near: each end widens the window (CPU 1 has no copy at 180 s)
+    r = read(conn, mid, ReadQuery("cpu", from_at=T0 + 30 * S, to_at=T0 + 150 * S, snap="nearest",
+                                  counters=["cpu_busy_time"]))
+    assert [(x.from_at, x.to_at) for x in r.records] == [(T0, T0 + 180 * S), (T0, T0 + 120 * S)]
+    assert values(r, "cpu_busy_time") == [50.0, 15.0]
+    # narrower than an interval (both ends snap to 120 s): the interval overlapping it most
+    r = read(conn, mid, ReadQuery("cpu", from_at=T0 + 100 * S, to_at=T0 + 130 * S, snap="nearest",
+                                  counters=["cpu_busy_time"]))
+    assert [(x.from_at, x.to_at) for x in r.records] == [(T0 + 60 * S, T0 + 120 * S)] * 2
+    assert values(r, "cpu_busy_time") == [75.0, 20.0]
+    # LISTALL over the same snapped window
+    r = read(conn, mid, ReadQuery("cpu", all_records=True, from_at=T0 + 20 * S, to_at=T0 + 130 * S,
+                                  snap="nearest", counters=["dispatches"], rate=False))
+    assert [(x.from_at, x.ids["cpu"], x.values["dispatches"]) for x in r.records] == [
+        (T0, 0, 600), (T0, 1, 60), (T0 + 60 * S, 0, 1200), (T0 + 60 * S, 1, 120)]
+
+
+def test_window_snap_enclose_and_tolerance(conn, mid):
+    # MEASREAD_DIFF_ timetol -1: FROM widens to the copy at or before it, TO at or after it
+    r = read(conn, mid, ReadQuery("cpu", from_at=T0 + 30 * S, to_at=T0 + 90 * S, snap="enclose",
+                                  counters=["cpu_busy_time"]))
+    assert [(x.from_at, x.to_at) for x in r.records] == [(T0, T0 + 120 * S)] * 2
+    assert values(r, "cpu_busy_time") == [62.5, 15.0]
+    # timetol >= 0: both ends widen by the tolerance, whole intervals inside count
+    r = read(conn, mid, ReadQuery("cpu", from_at=T0 + 30 * S, to_at=T0 + 150 * S,
+                                  tolerance=30 * S, counters=["cpu_busy_time"]))
+    assert values(r, "cpu_busy_time") == [50.0, 15.0]
+    # no window ends at all: the whole measurement
+    r = read(conn, mid, ReadQuery("cpu", summary=True, counters=["cpu_busy_time"]))
+    assert r.mode == "summary" and values(r, "cpu_busy_time") == [50.0, 15.0]
+
+
+def test_totals_include_and_only(conn, mid):
+    q = {"summary": True, "counters": ["cpu_busy_time", "dispatches", "cpu_qlen_max"]}
+    r = read(conn, mid, ReadQuery("cpu", totals="include", **q))
+    assert len(r.records) == 2
+    t = r.total
+    assert (t.entity_id, t.from_at, t.to_at, t.delta_us, t.intervals) == (
+        None, T0, T0 + 180 * S, 180_000_000, 5)
+    # 108 s busy over the longest member's 180 s; 3,780 dispatches; the largest max queue
+    assert t.values == {"cpu_busy_time": 60.0, "dispatches": 21.0, "cpu_qlen_max": 4}
+    assert t.raw == {"cpu_busy_time": 108_000_000, "dispatches": 3780, "cpu_qlen_max": 4}
+    r = read(conn, mid, ReadQuery("cpu", totals="only", rate=False, **q))
+    assert r.records == [] and r.total.values["dispatches"] == 3780
+    r = read(conn, mid, ReadQuery("cpu", totals="include", all_records=True, limit=None, rate=False,
+                                  counters=["dispatches"]))
+    assert (len(r.records), r.total.values["dispatches"], r.total.delta_us) == (5, 3780, 60_000_000)
+
+
+def test_several_descriptors_id_fields_exact_values_and_unpaged_listall_by(conn, mid):
+    r = read(conn, mid, ReadQuery("cpu", descriptors=[{"cpu": 1}, {"cpu": 0}]))
+    assert [x.ids["cpu"] for x in r.records] == [0, 1]
+    assert [x.ids["cpu"] for x in read(conn, mid, ReadQuery("cpu", descriptors=[{"cpu": 1}])).records] == [1]
+    assert [x.ids["cpu"] for x in read(conn, mid, ReadQuery("cpu", by="CPU")).records] == [0, 1]
+    r = read(conn, mid, ReadQuery("cpu", if_=Condition("cpu", ">", 0)))
+    assert [x.ids["cpu"] for x in r.records] == [1]
+    r = read(conn, mid, ReadQuery("cpu", counters=["cpu_busy_time", "cpu_qtime"], exact=True))
+    assert [x.values["cpu_busy_time"] for x in r.records] == [Decimal(25), Decimal(20)]
+    assert all(isinstance(x.values["cpu_qtime"], Decimal) for x in r.records)
+    r = read(conn, mid, ReadQuery("cpu", all_records=True, limit=None, by="dispatches", rate=False,
+                                  counters=["dispatches"]))
+    assert [x.values["dispatches"] for x in r.records] == [1800, 1200, 600, 120, 60]
+    assert r.next_cursor is None
+
+
+def test_given_records_are_reduced_like_stored_ones(conn, mid):
+    later = _cpu_counters(cpu_busy_time=9_000_000, dispatches=100, unsp_pages_start=5, unsp_pages_end=7)
+    earlier = _cpu_counters(cpu_busy_time=4_000_000, dispatches=40, unsp_pages_start=3, unsp_pages_end=4)
+    diff = difference(CPU, later, earlier)
+    assert [diff[CPU.index(n)] for n in ("cpu_busy_time", "dispatches", "unsp_pages_start",
+                                          "unsp_pages_end")] == [5_000_000, 60, 3, 7]
+    assert difference(CPU, later, None) == later
+    g = [GivenRecord({"cpu": 2}, T0, T0 + 10 * S, 10_000_000, diff, entity_id=7),
+         GivenRecord({"cpu": 3}, T0, T0 + 10 * S, 10_000_000, _cpu_counters(dispatches=10), entity_id=8)]
+    r = read_given(conn, g, ReadQuery("cpu", counters=["cpu_busy_time", "dispatches"], totals="include"))
+    assert r.mode == "active"
+    assert [x.values for x in r.records] == [{"cpu_busy_time": 50.0, "dispatches": 6.0},
+                                             {"cpu_busy_time": 0.0, "dispatches": 1.0}]
+    assert r.total.values == {"cpu_busy_time": 50.0, "dispatches": 7.0}
+    r = read_given(conn, g, ReadQuery("cpu", zero_reports=False, counters=["cpu_busy_time"]))
+    assert [x.ids["cpu"] for x in r.records] == [2]
+
+
 def test_nearest_record_to_a_target_time(conn, mid):
     r = read(conn, mid, ReadQuery("cpu", at=T0 + 100 * S, tolerance=30 * S, counters=["cpu_busy_time"]))
     assert r.mode == "nearest"
@@ -204,6 +304,9 @@ def test_zero_reports_exclude(conn, mid):
 def test_userdef_time_value_is_rated_by_its_counter_type(conn, mid):
     r = read(conn, mid, ReadQuery("userdef", counters=["TIME-VALUE"]))
     assert values(r, "time_value") == [50.0]  # BUSY: % of the interval
+    assert r.records[0].kinds == {"time_value": "busy"}
+    r = read(conn, mid, ReadQuery("userdef", counters=["TIME-VALUE"], summary=True, totals="only"))
+    assert (r.records, r.total.values, r.total.kinds) == ([], {"time_value": 50.0}, {"time_value": "busy"})
 
 
 @pytest.mark.parametrize(
@@ -217,6 +320,10 @@ def test_userdef_time_value_is_rated_by_its_counter_type(conn, mid):
         (ReadQuery("cpu", tolerance=S), "tolerance", 422, "needs a target time"),
         (ReadQuery("cpu", by="nope"), "by", 404, "unknown counter"),
         (ReadQuery("cpu", by="swaps", all_records=True), "by", 422, "LISTALL"),
+        (ReadQuery("cpu", from_at=T0, snap="closest"), "snap", 422, "snap must be one of"),
+        (ReadQuery("cpu", from_at=T0, snap="nearest", tolerance=S), "tolerance", 422, "inside"),
+        (ReadQuery("cpu", all_records=True, totals="include"), "totals", 422, "unpaged"),
+        (ReadQuery("cpu", summary=True, totals="some"), "totals", 422, "totals must be one of"),
         (ReadQuery("cpu", if_=Condition("swaps", "!", 1)), "if_op", 422, "must be one of"),
         (ReadQuery("cpu", cursor="%%%"), "cursor", 422, "cursor"),
         (ReadQuery("cpu", limit=0), "limit", 422, "limit must be"),
