@@ -34,7 +34,7 @@ from collector.catalog import load_catalog
 from collector.config import CollectorSettings
 from collector.measure.contab import Contab, ContabBuilder
 from collector.measure.measmon import Measmon, MeasureStateError, Measurement
-from collector.sink import Pipeline, SpoolFull, Writer
+from collector.sink import Pipeline, SpoolFull, Writer, entity_key
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +286,9 @@ class Collector:
         names = [c.measure_name for c in table.entity.counters]
         records = []
         for i, slot in enumerate(slots):
+            ids = entity_ids(table, slot)
             rec: dict[str, Any] = {
-                "ids": entity_ids(table, slot), "cpu": int(copy.cpu[i]),
+                "key": entity_key(table.entity.id_fields, ids), "ids": ids, "cpu": int(copy.cpu[i]),
                 "record_at": to_ts(int(copy.alloc_us[i])).isoformat(),
                 "counters": dict(zip(names, copy.values[i].tolist(), strict=True)),
             }

@@ -9,15 +9,16 @@ payload::
      "descriptor": {"cpu": 3},             # canonical CONTAB descriptor fields ({} = all)
      "measurement_id": 7}                  # or null: any active measurement's records
 
-response (the collector's answer)::
+response (the collector's answer, collector/service.py Collector._read_active)::
 
-    {"at_us": 1714550400123456,            # when the records were read (Unix µs, UTC)
+    {"entity": "cpu",
+     "at": "2026-11-21T19:00:00.123456+00:00",        # when the records were read
      "records": [
-        {"key": "cpu=3",                   # _measure.entity.key (sink.entity_key)
-         "ids": {"cpu": 3},                # identifying fields
-         "cpu": 3,
-         "record_at_us": 1714500000000000, # allocation of the counter record (CPU: load)
-         "counters": [123, 0, ...]}]}      # cumulative values since record_at_us, catalogue order
+        {"key": "cpu=3", "ids": {"cpu": 3}, "cpu": 3,   # entity key and identifying fields
+         "record_at": "2026-11-21T08:00:00+00:00",      # allocation of the counter record
+         "counters": {"CPU-BUSY-TIME": 123, ...},        # cumulative, by MEASURE name
+         "baseline_at": "…", "baseline": {…}}]}          # with a measurement: its start or
+                                                         # initial-value copy
 
 An entity that no active measurement measures is simply absent; when none matches at all the
 collector answers with an empty list (not an error). Errors: ``not_found: …`` (e.g. no such
@@ -45,7 +46,7 @@ from api.counters.schemas import (
     EntityTypeRead,
 )
 from api.db import psycopg_connection
-from api.errors import InvalidInput, MeasureError, NotFound
+from api.errors import InvalidInput, MeasureError, NotFound, Unavailable
 from collector.catalog import load_catalog
 from collector.measure import read as measread
 from collector.measure.contab import Contab, DescriptorError, normalize_fields
@@ -124,10 +125,10 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
                             {"entity": ent.name, "descriptor": fields, "measurement_id": q.measurement_id},
                             timeout=timeout)
     try:
-        at_us = int(answer["at_us"])
-        raw = [(r, int(r["record_at_us"]), [int(v) for v in r["counters"]]) for r in answer["records"]]
+        at_us = _us(answer["at"])
+        raw = [_active_record(ent, r) for r in answer["records"]]
     except (KeyError, TypeError, ValueError):
-        raise InvalidInput("the collector's read_active answer is malformed", field=None) from None
+        raise Unavailable("the collector's read_active answer is malformed") from None
     paired = ent.counter(measread.PAIRED_COUNTER) if measread.PAIRED_COUNTER in ent else None
     records: list[CounterRecordRead] = []
     items: list[tuple[str, int | None, int, int | None]] = []
@@ -147,6 +148,26 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
             rec.values = {c.name: next(rated) for c in shown}
     return CounterReadPage(measurement_id=q.measurement_id, entity=ent.name, mode="active", rate=q.rate,
                            counters=_columns(ent, shown, q.rate), records=records, next_cursor=None)
+
+
+def _us(iso: str) -> int:
+    t = datetime.fromisoformat(iso)
+    return int(t.timestamp()) * 1_000_000 + t.microsecond
+
+
+def _active_record(ent, r: dict[str, Any]) -> tuple[dict[str, Any], int, list[int]]:
+    """(record, since_us, counters in catalogue order): the change since the measurement's
+    baseline copy when the collector sent one (MEASREADACTIVE: activity since measurement
+    start), else the cumulative values since the record was allocated. Snapshot, max-queue
+    and max-value counters are levels: their current value, not a difference."""
+    names = [c.measure_name for c in ent.counters]
+    now = [int(r["counters"][n]) for n in names]
+    if r.get("baseline") is None:
+        return r, _us(r["record_at"]), now
+    levels = {"snapshot", "maxq", "maxvalue"}
+    base = [int(r["baseline"][n]) for n in names]
+    delta = [v if c.kind in levels else v - b for c, v, b in zip(ent.counters, now, base, strict=True)]
+    return r, _us(r["baseline_at"]), delta
 
 
 def _ts(us: int) -> datetime:

@@ -123,8 +123,12 @@ def test_active_read(client, mid, fake_collector):
     counters[CPU.index("cpu_busy_time")] = 2_500_000
     counters[CPU.index("transactions")] = 4
     counters[CPU.index("response_time")] = 1_000_000
-    fake_collector.handler = lambda kind, payload: {"at_us": at_us, "records": [
-        {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at_us": at_us - 10_000_000, "counters": counters}]}
+    names = [c.measure_name for c in CPU.counters]
+    iso = lambda us: datetime.fromtimestamp(us / 1e6, UTC).isoformat()  # noqa: E731
+    # the answer exactly as collector/service.py Collector._read_active builds it
+    fake_collector.handler = lambda kind, payload: {"entity": "cpu", "at": iso(at_us), "records": [
+        {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at": iso(at_us - 10_000_000),
+         "counters": dict(zip(names, counters))}]}
     r = client.get("/active/cpu", params={"ids": "cpu:1", "counters": ["cpu_busy_time", "response_time"]})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -137,6 +141,16 @@ def test_active_read(client, mid, fake_collector):
                                           "counters": "cpu_busy_time"})
     assert r.json()["records"][0]["values"] == {"cpu_busy_time": 2_500_000}
     assert fake_collector.seen[-1][1]["measurement_id"] == mid
+    # with the measurement's baseline copy: the change since measurement start
+    base = [0] * len(CPU.counters)
+    base[CPU.index("cpu_busy_time")] = 500_000
+    fake_collector.handler = lambda kind, payload: {"entity": "cpu", "at": iso(at_us), "records": [
+        {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at": iso(at_us - 60_000_000),
+         "counters": dict(zip(names, counters)), "baseline_at": iso(at_us - 4_000_000),
+         "baseline": dict(zip(names, base))}]}
+    r = client.get("/active/cpu", params={"ids": "cpu:1", "measurement_id": mid, "counters": "cpu_busy_time"})
+    assert r.json()["records"][0]["values"] == {"cpu_busy_time": 50.0}   # 2 s busy of 4 s
+    assert r.json()["records"][0]["delta_seconds"] == 4.0
 
 
 def test_active_read_errors(client, fake_collector):

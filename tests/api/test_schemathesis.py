@@ -19,7 +19,7 @@ from tests.api.conftest import make_client
 from tests.api.fakes import FakeCollector
 
 ANSWERS = {"status": {"entities": {"cpu": 2}, "cids": 2},
-           "read_active": {"at_us": 1_714_521_600_000_000, "records": []},
+           "read_active": {"entity": "cpu", "at": "2024-05-01T00:00:00+00:00", "records": []},
            "bump_init": {"offset": -1}, "bump": {"bumped": False}}
 
 
