@@ -14,7 +14,7 @@ Scheduled reports (collector/scheduler.py, the successors of the 1986 OBEY files
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -48,55 +48,6 @@ report_app.add_typer(schedule_app, name="schedule")
 _err = Console(stderr=True, soft_wrap=True)
 
 
-def _date(text: str | None, option: str) -> date | None:
-    if text is None:
-        return None
-    try:
-        return date.fromisoformat(text[:10]) if len(text) <= 10 else datetime.fromisoformat(text).date()
-    except ValueError:
-        raise reports.ReportError(f"{option} {text!r} is not a date; write YYYY-MM-DD") from None
-
-
-def _instant(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise reports.ReportError(f"{option} {text!r} is not a date or time; write YYYY-MM-DD[THH:MM]") from None
-
-
-def build_params(name: str, *, system: str | None, day: str | None, date_from: str | None,
-                 date_to: str | None, shift: int | None, extra: dict[str, Any]) -> dict[str, Any]:
-    """Map the command-line options onto the report's parameters (errors: ReportError)."""
-    rep = reports.report(name)
-    given: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
-    if system is not None:
-        given["system"] = system
-    if rep.window == "day":
-        if day is None and date_from is not None:
-            day = date_from
-        if day is None:
-            raise reports.ReportError(f"report {name} needs --date YYYY-MM-DD")
-        given["day"] = _date(day, "--date")
-        if "shift" in rep.params or shift is not None:
-            given["shift"] = shift
-    elif rep.window == "range":
-        lo, hi = _date(date_from or day, "--from"), _date(date_to or day, "--to")
-        if lo is None or hi is None:
-            raise reports.ReportError(f"report {name} needs --from and --to (or --date)")
-        given["date_from"], given["date_to"] = lo, hi
-    else:  # a time window; a bare date means that whole day
-        lo_text, hi_text = date_from or day, date_to or day
-        if lo_text is None or hi_text is None:
-            raise reports.ReportError(f"report {name} needs --from and --to (or --date)")
-        lo, hi = _instant(lo_text, "--from"), _instant(hi_text, "--to")
-        if len(hi_text) <= 10:
-            hi = hi + timedelta(days=1)
-        given["from_at"], given["to_at"] = lo, hi
-    return reports.bind(name, **given)
-
-
 @report_app.callback()
 def report_command(
     ctx: typer.Context,
@@ -126,7 +77,7 @@ def report_command(
         rep = reports.report(name)
         extra = {k: v for k, v in {"cpu": cpu, "pin": pin, "measurement": measurement,
                                     "capacity": capacity}.items() if k in rep.params}
-        params = build_params(name, system=system, day=day, date_from=date_from, date_to=date_to,
+        params = reports.build_params(name, system=system, day=day, date_from=date_from, date_to=date_to,
                               shift=shift, extra=extra)
         settings = DatabaseSettings()
         url, server = resolve(settings.database_url, settings.data_dir)

@@ -16,7 +16,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -183,10 +183,13 @@ def render_json(rows: list[dict[str, Any]]) -> str:
     return json.dumps([{k: _plain(v) for k, v in r.items()} for r in rows], indent=1)
 
 
-def render_csv(rows: list[dict[str, Any]]) -> str:
+def render_csv(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """CSV with a header line; with no rows, the header of `columns` (a report with nothing
+    to report is still a well-formed file)."""
     buf = io.StringIO()
-    if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    fieldnames = list(rows[0]) if rows else list(columns or [])
+    if fieldnames:
+        w = csv.DictWriter(buf, fieldnames=fieldnames, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: _plain(v) for k, v in r.items()})
@@ -255,7 +258,62 @@ def render(name: str, rows: list[dict[str, Any]], params: dict[str, Any], fmt_na
     if fmt_name == "json":
         return render_json(rows)
     if fmt_name == "csv":
-        return render_csv(rows)
+        return render_csv(rows, [c.key for c in report(name).columns])
     if fmt_name == "text":
         return render_text(name, rows, params)
     raise ReportError(f"unknown format {fmt_name!r}; use text, csv or json")
+
+
+# ---------------------------------------------------------------- parameters from users
+
+
+def _date(text: str | None, option: str) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text[:10]) if len(text) <= 10 else datetime.fromisoformat(text).date()
+    except ValueError:
+        raise ReportError(f"{option} {text!r} is not a date; write YYYY-MM-DD") from None
+
+
+def _instant(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ReportError(f"{option} {text!r} is not a date or time; write YYYY-MM-DD[THH:MM]") from None
+
+
+def build_params(name: str, *, system: str | None, day: str | None, date_from: str | None,
+                 date_to: str | None, shift: int | None, extra: dict[str, Any],
+                 labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Map user-given options onto a report's parameters (errors: ReportError naming the option
+    as the caller calls it: `labels` maps date/from/to to e.g. --date/--from/--to)."""
+    lab = {"date": "--date", "from": "--from", "to": "--to", **(labels or {})}
+    rep = report(name)
+    given: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
+    if system is not None:
+        given["system"] = system
+    if rep.window == "day":
+        if day is None and date_from is not None:
+            day = date_from
+        if day is None:
+            raise ReportError(f"report {name} needs {lab['date']} YYYY-MM-DD")
+        given["day"] = _date(day, lab["date"])
+        if "shift" in rep.params or shift is not None:
+            given["shift"] = shift
+    elif rep.window == "range":
+        lo, hi = _date(date_from or day, lab["from"]), _date(date_to or day, lab["to"])
+        if lo is None or hi is None:
+            raise ReportError(f"report {name} needs {lab['from']} and {lab['to']} (or {lab['date']})")
+        given["date_from"], given["date_to"] = lo, hi
+    else:  # a time window; a bare date means that whole day
+        lo_text, hi_text = date_from or day, date_to or day
+        if lo_text is None or hi_text is None:
+            raise ReportError(f"report {name} needs {lab['from']} and {lab['to']} (or {lab['date']})")
+        lo, hi = _instant(lo_text, lab["from"]), _instant(hi_text, lab["to"])
+        if len(hi_text) <= 10:
+            hi = hi + timedelta(days=1)
+        given["from_at"], given["to_at"] = lo, hi
+    return bind(name, **given)

@@ -243,7 +243,7 @@ class Collector:
         if kind == "status":
             mid = int(payload["measurement_id"])
             if mid not in mon.measurements:
-                raise LookupError(f"measurement {mid} is not known to the collector (not started yet?)")
+                raise LookupError(f"not_found: measurement {mid} is not known to the collector (not started yet?)")
             return {"status": mon.status(mid), "cpus": {str(k): v for k, v in mon.cpu_status().items()},
                     "at": to_ts(self.node.now_us).isoformat()}
         if kind == "read_active":
@@ -251,11 +251,8 @@ class Collector:
         if kind == "bump_init":
             return self._bump_init(payload)
         if kind == "bump":
-            slot = int(payload["offset"]) + int(payload.get("index", 0))
-            done = mon.counter_bump(slot, str(payload["op"]), float(payload.get("value", 0)),
-                                    self.node.now_us)
-            return {"bumped": done, "at": to_ts(self.node.now_us).isoformat()}
-        raise ValueError(f"unknown request kind {kind!r}")
+            return self._bump(payload)
+        raise ValueError(f"invalid: unknown request kind {kind!r}")
 
     def _read_active(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Live counter records matching a descriptor: cumulative values at the node's now,
@@ -272,7 +269,7 @@ class Collector:
         if mid is not None:
             m = self.measmon.measurements.get(int(mid))
             if m is None or m.state != "running":
-                raise LookupError(f"measurement {mid} is not running")
+                raise LookupError(f"not_found: measurement {mid} is not running")
             space = self.measmon.spaces[entity]
             slots = [s for s in slots if space.sharemask[table.xptr[s]] & m.flag]
         copy = self.measmon.read_active(entity, slots)
@@ -299,33 +296,52 @@ class Collector:
             records.append(rec)
         return {"entity": entity, "at": to_ts(self.node.now_us).isoformat(), "records": records}
 
-    def _bump_init(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """MEASCOUNTERBUMPINIT for a process outside the simulated node: its user counter
-        elements become USERDEF entities (started now, so active measurements whose CONTAB
-        names them attach); the offset is -1 when no active measurement has the counter."""
-        process = payload["process"]
-        name = str(payload["name"]).upper()
-        elements = int(payload.get("elements", 1))
-        if not 1 <= len(name) <= 16:
-            raise ValueError("counter name must be 1-16 characters")
-        if not 1 <= elements <= 256:
-            raise ValueError("a user counter has 1-256 elements")
+    def _userdef_slot(self, ids: dict[str, Any], *, create: bool) -> int | None:
+        """The USERDEF slot of one user counter element (cpu, pin, name, index, and optionally
+        process_name / program_file_name). A process outside the simulated node gets its
+        elements created on first use (entity start: active measurements whose CONTAB names
+        the counter attach to it)."""
         table = self.node.tables["userdef"]
-        ids = {"pin": int(process.get("pin", 0)), "process_name": str(process.get("process_name", "")).upper(),
-               "program_file_name": str(process.get("program_file_name", "")).upper(), "name": name}
-        cpu = int(process.get("cpu", 0))
-        first = None
-        for index in range(elements):
-            found = [s for s in range(table.n) if table.alive[s] and int(table.cpu[s]) == cpu
-                     and all(table.id_of(s).get(k) == v for k, v in {**ids, "index": index}.items())]
-            if found:
-                slot = found[0]
-            else:
-                slot = table.add(cpu=cpu, at_us=self.node.now_us, transient=True, index=index, **ids)
-                self.measmon.entity_started("userdef", slot, self.node.now_us)
-            first = slot if first is None else first
-        offset = self.measmon.counter_bump_init(first)
-        return {"offset": first if offset >= 0 else -1, "elements": elements}
+        want = {"pin": int(ids["pin"]), "name": str(ids["name"]).upper(), "index": int(ids.get("index", 0))}
+        for extra in ("process_name", "program_file_name"):
+            if ids.get(extra):
+                want[extra] = str(ids[extra]).upper()
+        cpu = int(ids["cpu"])
+        for s in range(table.n):
+            if table.alive[s] and int(table.cpu[s]) == cpu:
+                got = table.id_of(s)
+                if all(str(got.get(k, "")).upper() == str(v).upper() if isinstance(v, str) else got.get(k) == v
+                       for k, v in want.items()):
+                    return s
+        if not create:
+            return None
+        if not 1 <= len(want["name"]) <= 16:
+            raise ValueError("invalid: a counter name has 1-16 characters")
+        if not 0 <= want["index"] <= 255:
+            raise ValueError("invalid: an element index is 0-255 (at most 256 elements per process)")
+        fields = {"process_name": "", "program_file_name": "", **want}
+        slot = table.add(cpu=cpu, at_us=self.node.now_us, transient=True, **fields)
+        self.measmon.entity_started("userdef", slot, self.node.now_us)
+        return slot
+
+    def _bump_init(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """MEASCOUNTERBUMPINIT: the element's offset (its USERDEF slot) or -1 when no active
+        measurement has the counter (ERR^UDCNOTPRESENT)."""
+        slot = self._userdef_slot(payload["ids"], create=True)
+        offset = self.measmon.counter_bump_init(slot)
+        return {"offset": slot if offset >= 0 else -1}
+
+    def _bump(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """MEASCOUNTERBUMP at the node's current time; an unmeasured counter costs nothing."""
+        slot = self._userdef_slot(payload["ids"], create=False)
+        offset = payload.get("offset")
+        if slot is None:
+            return {"bumped": False, "at": to_ts(self.node.now_us).isoformat()}
+        if offset is not None and int(offset) != slot:
+            raise ValueError(f"conflict: offset {offset} is not this counter's (call bump-init again)")
+        done = self.measmon.counter_bump(slot, str(payload["op"]), float(payload.get("value", 1)),
+                                         self.node.now_us)
+        return {"bumped": done, "at": to_ts(self.node.now_us).isoformat()}
 
     # ------------------------------------------------------------------ running
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
@@ -16,6 +16,7 @@ from api.reports.schemas import (
     ReportRunPage,
     RunStatus,
 )
+from collector.reports import REPORTS
 
 router = APIRouter(prefix="/reports", tags=["reports"])
 RunId = Annotated[int, Path(ge=1, le=9_223_372_036_854_775_807, description="report run id")]
@@ -67,4 +68,36 @@ def get_run_output(session: SessionDep, _: ReadToken, run_id: RunId,
                    format: Annotated[Format, Query(description="text, csv or json")] = "text",
                    ) -> Response:
     body = service.run_output(session, run_id, format)
+    return Response(content=body, media_type=MEDIA[format])
+
+
+ReportName = Literal[tuple(sorted(REPORTS))]  # type: ignore[valid-type]
+
+
+@router.get("/{name}", response_class=Response,
+            summary="Run an ENFORM-style report now: ENFORM text, CSV or JSON rows",
+            description="The reports of queries/ (threshold, cpu-trend, process-summary, …) with "
+                        "their parameters; `date` for one-day reports, `from`/`to` for ranges.",
+            responses={200: {"description": "the report", "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "text/csv": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},
+                **responses(Unauthorized, NotFound, InvalidInput)})
+def run_report(
+    session: SessionDep, _: ReadToken,
+    name: Annotated[ReportName, Path(description="report name (queries/<name>.sql)")],
+    system: Annotated[str | None, Query(max_length=16, description="system, e.g. \\DEMO")] = None,
+    date: Annotated[str | None, Query(max_length=32, description="the (shift) day, YYYY-MM-DD")] = None,
+    from_: Annotated[str | None, Query(alias="from", max_length=32, description="first day or instant")] = None,
+    to: Annotated[str | None, Query(max_length=32, description="last day (inclusive) or end instant")] = None,
+    shift: Annotated[int | None, Query(ge=1, le=24)] = None,
+    cpu: Annotated[int | None, Query(ge=0, le=15)] = None,
+    pin: Annotated[int | None, Query(ge=0, le=65535)] = None,
+    measurement: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None,
+    capacity: Annotated[float | None, Query(gt=0, le=100)] = None,
+    format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "json",
+) -> Response:
+    body = service.run_report(session, name, system=system, day=date, date_from=from_, date_to=to,
+                              shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
+                                                  "capacity": capacity}, fmt=format)
     return Response(content=body, media_type=MEDIA[format])

@@ -117,3 +117,27 @@ def run_output(session: Session, run_id: int, fmt: str) -> str:
     if output is None:
         raise NotFound(f"report run {run_id} has no {fmt} output", field="format")
     return output
+
+
+def run_report(session: Session, name: str, *, system: str | None, day: str | None,
+               date_from: str | None, date_to: str | None, shift: int | None,
+               extra: dict[str, Any], fmt: str) -> str:
+    """Run one report of queries/ now (the same code as `measuredb report NAME`)."""
+    from api.db import psycopg_connection
+    from collector import reports
+
+    try:
+        rep = reports.report(name)
+        params = reports.build_params(
+            name, system=system, day=day, date_from=date_from, date_to=date_to, shift=shift,
+            extra={k: v for k, v in extra.items() if k in rep.params},
+            labels={"date": "date", "from": "from", "to": "to"})
+        rows = reports.run_report(psycopg_connection(session), name, **params)
+    except reports.ReportError as exc:
+        text_ = str(exc)
+        field = next((f for f in ("system", "date", "from", "to", "shift") if text_.startswith(f)
+                      or f" {f} " in text_), None)
+        if "unknown report" in text_ or "no report" in text_:
+            raise NotFound(text_, field="name") from None
+        raise InvalidInput(text_, field=field) from None
+    return reports.render(name, rows, params, fmt)

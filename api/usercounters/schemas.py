@@ -18,7 +18,12 @@ class UserCounterRef(BaseModel):
     cpu: int = Field(ge=0, le=15)
     pin: int = Field(ge=0, le=65535)
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,15}$", examples=["REQUESTS"])
-    index: int = Field(default=0, ge=0, le=127, description="array element (ARRAY n: 0..n)")
+    index: int = Field(default=0, ge=0, le=255, description="array element (ARRAY n: 0..n)")
+    process_name: str | None = Field(default=None, pattern=r"^\$[A-Za-z][A-Za-z0-9]{0,4}$",
+                                     description="the process's name, matched by USERDEF $name")
+    program_file_name: str | None = Field(
+        default=None, max_length=26, pattern=r"^\$[A-Za-z][A-Za-z0-9]{0,6}\.[A-Za-z][A-Za-z0-9]{0,7}\.[A-Za-z][A-Za-z0-9]{0,7}$",
+        description="its program file, matched by USERDEF $vol.subvol.file specs")
 
 
 class BumpInitCreate(UserCounterRef):

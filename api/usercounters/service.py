@@ -2,7 +2,9 @@
 
 Contract with the collector (control_request):
 
-* ``bump_init`` payload ``{"ids": {"cpu": 2, "pin": 45, "name": "REQUESTS", "index": 0}}``;
+* ``bump_init`` payload ``{"ids": {"cpu": 2, "pin": 45, "name": "REQUESTS", "index": 0,
+  "process_name": "$APP1", "program_file_name": "$PROGS.SERVER1.APP"}}`` (the last two
+  optional: they are what USERDEF descriptors match);
   response ``{"offset": <int>}`` (−1 when no active measurement has the counter).
 * ``bump`` payload ``{"ids": {…as above…}, "offset": <int or null>, "op": "INC"|"ADD"|"SETBUSY"|
   "RESETBUSY"|"INCQUEUE"|"DEQUEUE", "value": <int>}``; response ``{"bumped": <bool>}``.
@@ -25,7 +27,11 @@ from api.usercounters.schemas import (
 
 
 def _ids(ref: UserCounterRef) -> dict:
-    return {"cpu": ref.cpu, "pin": ref.pin, "name": ref.name.upper(), "index": ref.index}
+    ids = {"cpu": ref.cpu, "pin": ref.pin, "name": ref.name.upper(), "index": ref.index}
+    for extra in ("process_name", "program_file_name"):
+        if getattr(ref, extra):
+            ids[extra] = getattr(ref, extra).upper()
+    return ids
 
 
 def bump_init(session: Session, engine: Engine, body: BumpInitCreate, *, timeout: float) -> BumpInitRead:

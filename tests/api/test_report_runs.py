@@ -124,3 +124,48 @@ def test_reads_need_a_token_when_the_server_says_so(api_db_url, read_headers, ma
             assert strict.get(path).status_code == 401
             assert strict.get(path, headers=read_headers).status_code == 200
         assert strict.get("/reports/runs", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+# ---------------------------------------------------------------- running a report now
+
+
+def test_run_a_report_now_in_every_format(client) -> None:
+    params = {"system": SYSTEM, "date": "2024-05-02"}
+    r = client.get("/reports/threshold", params={**params, "format": "text"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain")
+    assert "THRESHOLD REPORT" in r.text and "NO THRESHOLD VIOLATIONS" in r.text
+    r = client.get("/reports/threshold", params=params)
+    assert (r.status_code, r.headers["content-type"], r.json()) == (200, "application/json", [])
+    r = client.get("/reports/threshold", params={**params, "format": "csv"})
+    assert r.text.splitlines()[0].startswith("cpu,time_of_day,")
+    r = client.get("/reports/cpu-trend", params={"system": SYSTEM, "from": "2024-05-01", "to": "2024-05-03"})
+    assert r.status_code == 200 and r.json() == []
+
+
+@pytest.mark.parametrize(("path", "params", "field", "words"), [
+    ("/reports/threshold", {"system": SYSTEM}, "date", "needs date"),
+    ("/reports/threshold", {"system": SYSTEM, "date": "May 2"}, "date", "is not a date"),
+    ("/reports/threshold", {"system": "\\NOPE", "date": "2024-05-02"}, "system", "NOPE"),
+    ("/reports/cpu-trend", {"system": SYSTEM, "from": "2024-05-03", "to": "2024-05-01"}, None, "after"),
+])
+def test_report_errors_name_the_field(client, path, params, field, words) -> None:
+    r = client.get(path, params=params)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert words in body["detail"]
+    if field is not None:
+        assert body.get("field") == field
+
+
+def test_unknown_report_is_a_422_listing_the_names(client) -> None:
+    r = client.get("/reports/no-such-report")
+    assert r.status_code == 422
+    assert "threshold" in r.json()["detail"]
+
+
+def test_running_a_report_follows_the_read_token_rule(api_db_url, read_headers) -> None:
+    with make_client(api_db_url, require_token_for_reads=True) as c:
+        params = {"system": SYSTEM, "date": "2024-05-02"}
+        assert c.get("/reports/threshold", params=params).status_code == 401
+        assert c.get("/reports/threshold", params=params, headers=read_headers).status_code == 200

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from collector import reports
-from collector.report_cli import build_params
+from collector.reports import build_params
 
 _spec = importlib.util.spec_from_file_location(
     "test_tiers_data", Path(__file__).parents[1] / "schema" / "test_tiers_data.py")
