@@ -1,0 +1,533 @@
+"""Node topology as data: YAML node files, validated with pydantic and expanded to flat lists.
+
+A node file is compact (``count:`` expansions, ``cpu: rr`` round-robin placement, server
+classes that expand to N processes); :func:`load_node` validates it and returns a
+:class:`Topology` with every CPU, volume, line, terminal, Expand link, process and file open
+spelled out. Errors are :class:`NodeFileError`, whose message names the file, the key path
+(``discs[2].backup_cpu``) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import zoneinfo
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "NODES_DIR",
+    "PROCESSOR_TYPES",
+    "NodeFileError",
+    "NodeSpec",
+    "Proc",
+    "Topology",
+    "load_node",
+    "node_names",
+]
+
+NODES_DIR = Path(__file__).resolve().parent / "nodes"
+
+# CPU time a processor needs relative to a NonStop TXP for the same work (TXP = 1.0).
+#  VLX: 1/1.64 on DebitCredit (1.49 hardware x 1.1 B30 message system; "NonStop VLX Performance").
+#  NONSTOP-II: parallel FASTSORT runs at 30 KB/s on a NonStop II vs 80 KB/s on a TXP (000,
+#    FASTSORT article), a CPU-bound linear-time job -> 80/30 = 2.67x the TXP's CPU time.
+#  EXT10: "the two-processor NonStop EXT10 together ~ half a VLX" (001) -> one EXT10 CPU is a
+#    quarter of a VLX -> 4 x (1/1.64) = 2.44x the TXP's CPU time.
+PROCESSOR_TYPES: dict[str, float] = {
+    "TXP": 1.0,
+    "VLX": 1.0 / 1.64,
+    "NONSTOP-II": 80.0 / 30.0,
+    "EXT10": 4.0 / 1.64,
+}
+CPU_TYPE_CODES = {"NONSTOP-II": 2, "TXP": 3, "VLX": 4, "EXT10": 5}
+
+
+class NodeFileError(ValueError):
+    """A node file is invalid: the message names the file, the key path and why."""
+
+    def __init__(self, file: str | Path, where: str, why: str) -> None:
+        self.file, self.where, self.why = str(file), where, why
+        super().__init__(f"{file}: {where}: {why}" if where else f"{file}: {why}")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+CpuRef = int | Literal["rr"]
+
+
+class SystemSpec(_M):
+    name: str = Field(pattern=r"^\\[A-Z][A-Z0-9]{0,6}$")
+    number: int = Field(ge=0, le=254)
+    time_zone: str
+
+    @field_validator("time_zone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(v)
+        except Exception:  # noqa: BLE001 - any failure means unknown zone
+            raise ValueError(f"unknown IANA time zone {v!r} (e.g. America/Los_Angeles)")
+        return v
+
+
+class ProcessorSpec(_M):
+    type: str
+    cpus: int = Field(ge=2, le=16)
+    memory_mb: float = Field(default=8.0, gt=0)
+    page_bytes: int = Field(default=2048, gt=0)
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        u = v.upper()
+        if u not in PROCESSOR_TYPES:
+            raise ValueError(f"unknown processor type {v!r}; valid: {', '.join(PROCESSOR_TYPES)}")
+        return u
+
+
+class DiscSpec(_M):
+    volume: str = Field(pattern=r"^\$[A-Z]([A-Z0-9]|\{i\}){0,8}$")
+    count: int = Field(default=1, ge=1, le=256)
+    primary_cpu: CpuRef = "rr"
+    backup_cpu: int | Literal["next"] = "next"
+    controller: Literal["3107", "3108"] = "3107"
+    cache_mb: float = Field(default=1.6, ge=0)
+    block_size: Literal[512, 1024, 2048, 4096] = 2048
+    capacity_mb: float = Field(default=500.0, gt=0)
+    service_ms: float = Field(default=28.0, gt=0, description="mean physical I/O time")
+
+
+class LineSpec(_M):
+    name: str = Field(pattern=r"^\$[A-Z]([A-Z0-9]|\{i\}){0,8}$")
+    count: int = Field(default=1, ge=1, le=512)
+    protocol: Literal["X25", "SNA"]
+    speed_bps: int = Field(gt=0)
+    cpu: CpuRef = "rr"
+    terminals: int = Field(default=1, ge=0, le=4096, description="terminals/ATMs per line")
+    priority: int = Field(default=200, ge=1, le=255)
+
+
+class ExpandSpec(_M):
+    system: str = Field(pattern=r"^\\[A-Z][A-Z0-9]{0,6}$")
+    number: int = Field(ge=0, le=254)
+    lines: int = Field(default=1, ge=1, le=8)
+    speed_bps: int = Field(default=56000, gt=0)
+    cpu: CpuRef = "rr"
+    fox: bool = False
+
+
+class TcpSpec(_M):
+    count: int = Field(ge=1, le=512)
+    cpu: CpuRef = "rr"
+    priority: int = Field(default=170, ge=1, le=255)
+    program: str = "$SYSTEM.SYSTEM.PATHTCP2"
+
+
+class ServerClassSpec(_M):
+    name: str
+    program: str
+    priority: int = Field(default=150, ge=1, le=255)
+    static: int = Field(default=0, ge=0, le=4096)
+    static_per_cpu: int = Field(default=0, ge=0, le=256)
+    dynamic: int = Field(default=0, ge=0, le=4096)
+    cpus: list[int] | Literal["all"] = "all"
+    opens: list[str] = Field(default_factory=list)
+
+
+class PathwaySpec(_M):
+    pathmon_cpu: int = 0
+    tcps: TcpSpec
+    server_classes: list[ServerClassSpec]
+
+
+class FileSpec(_M):
+    name: str  # SUBVOL.FILE ; partitions live on `volumes`
+    type: Literal["key-sequenced", "entry-sequenced", "relative", "unstructured"]
+    volumes: list[str] | Literal["all"] = "all"
+    record_bytes: int = Field(default=100, gt=0)
+    records: int = Field(default=1000, ge=0)
+    cached: bool = True
+
+
+class ProcessSpec(_M):
+    name: str = Field(pattern=r"^\$[A-Z]([A-Z0-9]|\{i\}){0,8}$")
+    program: str
+    cpu: int | Literal["each"] = 0
+    priority: int = Field(default=150, ge=1, le=255)
+    role: str = "other"
+    opens: list[str] = Field(default_factory=list)
+
+
+class NodeSpec(_M):
+    system: SystemSpec
+    processor: ProcessorSpec
+    discs: list[DiscSpec]
+    lines: list[LineSpec] = Field(default_factory=list)
+    expand: list[ExpandSpec] = Field(default_factory=list)
+    pathway: PathwaySpec | None = None
+    files: list[FileSpec] = Field(default_factory=list)
+    processes: list[ProcessSpec] = Field(default_factory=list)
+    batch: list[ProcessSpec] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- expanded form
+
+
+@dataclass(slots=True)
+class Proc:
+    name: str
+    program: str
+    cpu: int
+    priority: int
+    role: str  # dp2, dp2-backup, tmp, measctl, cmon, pathmon, tcp, server, linehandler, hls, ...
+    group: str = ""  # server class, volume, line … the process belongs to
+    dynamic: bool = False
+    opens: tuple[str, ...] = ()
+    backup_cpu: int = -1
+
+
+@dataclass
+class Topology:
+    source: str
+    system_name: str
+    system_number: int
+    time_zone: str
+    cpu_type: str
+    cpu_factor: float
+    n_cpus: int
+    memory_pages: int
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    terminals: list[dict[str, Any]] = field(default_factory=list)
+    netlines: list[dict[str, Any]] = field(default_factory=list)
+    remotes: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[Proc] = field(default_factory=list)
+    server_classes: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    partitions: list[dict[str, Any]] = field(default_factory=list)  # (file, volume)
+
+    def proc_index(self, name: str) -> int:
+        for i, p in enumerate(self.processes):
+            if p.name == name:
+                return i
+        raise KeyError(name)
+
+    def entity_count(self) -> int:
+        """Entities a full measurement would cover (static ones; opens counted per partition)."""
+        n_opens = sum(len(p.opens) for p in self.processes)
+        n_dopen = sum(
+            len(self.files_by_name[f]["partitions"]) for p in self.processes for f in p.opens
+        )
+        return (
+            self.n_cpus * 2  # CPU + TMF
+            + len(self.processes)
+            + 2 * len(self.volumes)  # DISC primary + backup path
+            + len(self.lines)
+            + len(self.terminals)
+            + len(self.netlines)
+            + len(self.remotes)
+            + n_opens
+            + n_dopen
+        )
+
+    @property
+    def files_by_name(self) -> dict[str, dict[str, Any]]:
+        return {f["name"]: f for f in self.files}
+
+
+def _fmt_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _expand_name(pattern: str, i: int, count: int) -> str:
+    if "{i}" in pattern:
+        return pattern.replace("{i}", str(i + 1))
+    return pattern if count == 1 else f"{pattern}{i + 1}"
+
+
+def node_names() -> list[str]:
+    return sorted(p.stem for p in NODES_DIR.glob("*.yaml"))
+
+
+def load_node(name_or_path: str | Path) -> Topology:
+    """Load a shipped node by name (``demo``) or a node file by path, validate and expand it."""
+    p = Path(name_or_path)
+    if not p.suffix and not p.exists():
+        p = NODES_DIR / f"{name_or_path}.yaml"
+        if not p.exists():
+            raise NodeFileError(
+                name_or_path, "", f"no such node; shipped nodes: {', '.join(node_names())}"
+            )
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise NodeFileError(p, "", "file not found") from None
+    except yaml.YAMLError as e:
+        raise NodeFileError(p, "", f"not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise NodeFileError(p, "", "a node file must be a mapping with system:, processor:, discs:")
+    try:
+        spec = NodeSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        raise NodeFileError(p, _fmt_loc(err["loc"]), msg) from None
+    return expand(spec, str(p))
+
+
+def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
+    """Check cross references and spell the compact spec out into a :class:`Topology`."""
+    ncpu = spec.processor.cpus
+
+    def bad(where: str, why: str) -> NodeFileError:
+        return NodeFileError(source, where, why)
+
+    def cpu_ok(v: int, where: str) -> int:
+        if not 0 <= v < ncpu:
+            raise bad(where, f"CPU {v} does not exist (this node has CPUs 0..{ncpu - 1})")
+        return v
+
+    topo = Topology(
+        source=source,
+        system_name=spec.system.name,
+        system_number=spec.system.number,
+        time_zone=spec.system.time_zone,
+        cpu_type=spec.processor.type,
+        cpu_factor=PROCESSOR_TYPES[spec.processor.type],
+        n_cpus=ncpu,
+        memory_pages=int(spec.processor.memory_mb * 1024 * 1024 // spec.processor.page_bytes),
+    )
+    procs = topo.processes
+    rr = 0
+    # discs: one DP2 pair per volume
+    seen: set[str] = set()
+    for di, d in enumerate(spec.discs):
+        for i in range(d.count):
+            name = _expand_name(d.volume, i, d.count)
+            if name in seen:
+                raise bad(f"discs[{di}].volume", f"volume {name} is defined twice")
+            seen.add(name)
+            if d.primary_cpu == "rr":
+                pc = rr % ncpu
+                rr += 1
+            else:
+                pc = cpu_ok(d.primary_cpu, f"discs[{di}].primary_cpu")
+            bc = (pc + 1) % ncpu if d.backup_cpu == "next" else d.backup_cpu
+            cpu_ok(bc, f"discs[{di}].backup_cpu")
+            if bc == pc:
+                raise bad(f"discs[{di}].backup_cpu", "backup CPU must differ from the primary CPU")
+            vi = len(topo.volumes)
+            topo.volumes.append(
+                {
+                    "name": name,
+                    "primary_cpu": pc,
+                    "backup_cpu": bc,
+                    "controller": d.controller,
+                    "cache_bytes": int(d.cache_mb * 1024 * 1024),
+                    "block_size": d.block_size,
+                    "capacity_bytes": int(d.capacity_mb * 1024 * 1024),
+                    "service_us": d.service_ms * 1000.0,
+                    "dp2": len(procs),
+                }
+            )
+            procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", pc, 220, "dp2", name, backup_cpu=bc))
+            topo.volumes[vi]["dp2_backup"] = len(procs)
+            procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", bc, 220, "dp2-backup", name))
+    if not topo.volumes:
+        raise bad("discs", "at least one disc volume ($SYSTEM) is required")
+    # system processes
+    len(procs)
+    procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 0, 210, "tmp-pair", backup_cpu=1))
+    procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 1, 210, "tmp-backup"))
+    for c in range(ncpu):  # TMF work of END TRANSACTION runs in the committing CPU
+        procs.append(Proc("$TMF" + str(c), "$SYSTEM.SYSTEM.TMFMON", c, 210, "tmp"))
+    for c in range(ncpu):
+        procs.append(Proc("$MC" + str(c), "$SYSTEM.SYSTEM.MEASCTL", c, 200, "other"))
+    procs.append(Proc("$CMON", "$SYSTEM.SYSTEM.CMON", 0, 190, "cmon"))
+    topo.remotes = []
+    # lines, terminals, line handlers (+ HLS for SNA)
+    for li, ls in enumerate(spec.lines):
+        for i in range(ls.count):
+            name = _expand_name(ls.name, i, ls.count)
+            if ls.cpu == "rr":
+                c = rr % ncpu
+                rr += 1
+            else:
+                c = cpu_ok(ls.cpu, f"lines[{li}].cpu")
+            handler = len(procs)
+            prog = "$SYSTEM.SYSTEM.SNAXLH" if ls.protocol == "SNA" else "$SYSTEM.SYSTEM.X25AM"
+            procs.append(
+                Proc(name, prog, c, ls.priority, "linehandler", name, backup_cpu=(c + 1) % ncpu)
+            )
+            hls = -1
+            if ls.protocol == "SNA":
+                hls = len(procs)
+                procs.append(
+                    Proc("$H" + name[1:7], "$SYSTEM.SYSTEM.HLS", c, ls.priority - 10, "hls", name)
+                )
+            lidx = len(topo.lines)
+            topo.lines.append(
+                {
+                    "name": name,
+                    "protocol": ls.protocol,
+                    "speed_bps": ls.speed_bps,
+                    "cpu": c,
+                    "handler": handler,
+                    "hls": hls,
+                    "first_terminal": len(topo.terminals),
+                    "n_terminals": ls.terminals,
+                }
+            )
+            for t in range(ls.terminals):
+                sub = f"#ATM{t + 1}" if ls.protocol == "SNA" else f"#T{t + 1}"
+                topo.terminals.append({"line": lidx, "line_name": name, "subdev_name": sub})
+    # Expand
+    for ei, ex in enumerate(spec.expand):
+        if ex.number == spec.system.number:
+            raise bad(f"expand[{ei}].number", "a remote system cannot have this node's number")
+        ri = len(topo.remotes)
+        topo.remotes.append({"name": ex.system, "number": ex.number, "fox": ex.fox, "netlines": []})
+        for k in range(ex.lines):
+            c = (rr % ncpu) if ex.cpu == "rr" else cpu_ok(ex.cpu, f"expand[{ei}].cpu")
+            rr += 1 if ex.cpu == "rr" else 0
+            nm = f"${'F' if ex.fox else 'X'}{ex.system[1:5]}{k + 1}"[:8]
+            h = len(procs)
+            procs.append(Proc(nm, "$SYSTEM.SYSTEM.OLLH", c, 200, "netline", ex.system))
+            topo.remotes[ri]["netlines"].append(len(topo.netlines))
+            topo.netlines.append(
+                {
+                    "name": nm,
+                    "cpu": c,
+                    "speed_bps": (1_000_000 if ex.fox else ex.speed_bps),
+                    "remote": ri,
+                    "handler": h,
+                    "fox": ex.fox,
+                }
+            )
+    # files and partitions
+    vol_names = [v["name"] for v in topo.volumes]
+    for fi, f in enumerate(spec.files):
+        vols = vol_names if f.volumes == "all" else f.volumes
+        for vj, v in enumerate(vols):
+            if v not in vol_names:
+                raise bad(f"files[{fi}].volumes[{vj}]", f"volume {v} is not defined under discs")
+        parts = []
+        for v in vols:
+            parts.append(len(topo.partitions))
+            topo.partitions.append(
+                {"file": fi, "volume": vol_names.index(v), "name": f"{v}.{f.name}"}
+            )
+        topo.files.append(
+            {
+                "name": f.name,
+                "type": f.type,
+                "record_bytes": f.record_bytes,
+                "records": f.records,
+                "cached": f.cached,
+                "partitions": parts,
+            }
+        )
+    file_names = {f.name for f in spec.files}
+
+    def check_opens(opens: list[str], where: str) -> tuple[str, ...]:
+        for j, o in enumerate(opens):
+            if o not in file_names:
+                raise bad(f"{where}.opens[{j}]", f"file {o} is not defined under files")
+        return tuple(opens)
+
+    # PATHWAY
+    if spec.pathway is not None:
+        pw = spec.pathway
+        cpu_ok(pw.pathmon_cpu, "pathway.pathmon_cpu")
+        procs.append(
+            Proc(
+                "$PM",
+                "$SYSTEM.SYSTEM.PATHMON",
+                pw.pathmon_cpu,
+                180,
+                "pathmon",
+                backup_cpu=(pw.pathmon_cpu + 1) % ncpu,
+            )
+        )
+        for i in range(pw.tcps.count):
+            c = (i % ncpu) if pw.tcps.cpu == "rr" else cpu_ok(pw.tcps.cpu, "pathway.tcps.cpu")
+            procs.append(
+                Proc(
+                    f"$TCP{i + 1}",
+                    pw.tcps.program,
+                    c,
+                    pw.tcps.priority,
+                    "tcp",
+                    backup_cpu=(c + 1) % ncpu,
+                )
+            )
+        for si, sc in enumerate(pw.server_classes):
+            where = f"pathway.server_classes[{si}]"
+            cpus = list(range(ncpu)) if sc.cpus == "all" else sc.cpus
+            for j, c in enumerate(cpus):
+                cpu_ok(c, f"{where}.cpus[{j}]")
+            opens = check_opens(sc.opens, where)
+            n_static = sc.static + sc.static_per_cpu * len(cpus)
+            if n_static == 0:
+                raise bad(f"{where}.static", "a server class needs at least one static server")
+            first = len(procs)
+            for k in range(n_static + sc.dynamic):
+                procs.append(
+                    Proc(
+                        f"$S{si}{k:03d}"[:8] if k < 1000 else f"$S{si}{k}",
+                        sc.program,
+                        cpus[k % len(cpus)],
+                        sc.priority,
+                        "server",
+                        sc.name,
+                        dynamic=k >= n_static,
+                        opens=opens,
+                    )
+                )
+            topo.server_classes.append(
+                {
+                    "name": sc.name,
+                    "first": first,
+                    "n_static": n_static,
+                    "n_dynamic": sc.dynamic,
+                    "priority": sc.priority,
+                }
+            )
+    for key, lst in (("processes", spec.processes), ("batch", spec.batch)):
+        for pi, ps in enumerate(lst):
+            cpus = range(ncpu) if ps.cpu == "each" else [cpu_ok(ps.cpu, f"{key}[{pi}].cpu")]
+            opens = check_opens(ps.opens, f"{key}[{pi}]")
+            for c in cpus:
+                nm = ps.name.replace("{i}", str(c)) if ps.cpu == "each" else ps.name
+                procs.append(
+                    Proc(
+                        nm,
+                        ps.program,
+                        c,
+                        ps.priority,
+                        "batch" if key == "batch" else ps.role,
+                        opens=opens,
+                    )
+                )
+    return topo
+
+
+def proc_class(priority: int) -> int:
+    """Priority class used by the CPU scheduler: 0 system (>= 180), 1 application, 2 batch (< 120)."""
+    return 0 if priority >= 180 else (1 if priority >= 120 else 2)
+
+
+def ceil_div(a: float, b: float) -> int:
+    return math.ceil(a / b)
