@@ -1,20 +1,33 @@
 -- 010-tiers, TimescaleDB branch: the hour tiers are continuous aggregates straight on the
 -- interval_record hypertable, materialized only (no real-time union: reports read what is
--- condensed, the API reads live data from interval records explicitly), created WITH NO
--- DATA (this file runs inside the schema runner's transaction) and refreshed by a policy
--- every 15 minutes over the last 7 days. Late data older than that (spool replay,
--- backfill) is refreshed exactly by the tiers job from _measure.tier_dirty.
+-- condensed, the API reads live data from interval records explicitly) and created WITH NO
+-- DATA: this file runs inside the schema runner's single transaction, where WITH DATA (an
+-- implicit refresh) is refused.
+--
+-- They have NO refresh policy. The only refresher is the tiers job (_measure.tiers_job,
+-- schema/idempotent/021-condense.timescale.sql), which refreshes exactly the hours that
+-- _measure.note_intervals marked in _measure.tier_dirty, as the plain branch's
+-- _measure.condense recomputes exactly those hours. Two reasons: (1) since TimescaleDB
+-- 2.2x a refresh whose window overlaps a running refresh of the same aggregate fails
+-- with an error (timescaledb#9248, #9571), so a policy over "the last 7 days" and the
+-- tiers job would make each other fail whenever they meet; (2) a refresh over raw chunks
+-- that retention dropped deletes the aggregate rows there (TimescaleDB docs, "data
+-- retention with continuous aggregates"), so the tiers would depend on a policy window
+-- staying shorter than the retention. Hours are refreshed only when noted.
 --
 -- The expressions inline the RATE ON formulas of measure.busy_percent / avg_queue_length /
 -- per_second (schema/idempotent/010-interface.sql): idempotent files run after versioned
--- ones, so a continuous aggregate cannot call them. The plain branch uses the very same
--- SELECT (tests/schema/test_tiers.py compares both).
+-- ones, so a continuous aggregate cannot call them (and every function in a continuous
+-- aggregate must be immutable: time_bucket, greatest, casts and arithmetic are). The
+-- plain branch uses the very same SELECT (tests/schema/test_tiers.py compares both;
+-- tests/schema/test_timescale_branch.py checks the continuous-aggregate rules).
 --
 -- Shift, month and year tiers are NOT continuous aggregates: their buckets depend on each
 -- system's time zone and on its shift table (data), which time_bucket cannot express
 -- (it needs a constant time zone and regular widths). They are tables shared with the
 -- plain branch, recomputed by _measure.condense_upper for exactly the dirty hours, run by
--- the job registered below after refreshing the hour aggregates.
+-- the tiers job after refreshing the hour aggregates. The jobs (tiers, purge) are
+-- registered by schema/idempotent/021-condense.timescale.sql, once, after their bodies.
 
 CREATE MATERIALIZED VIEW _measure.cpu_hour
 WITH (timescaledb.continuous, timescaledb.materialized_only = true) AS
@@ -51,10 +64,6 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX cpu_hour_system_hour_idx ON _measure.cpu_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.cpu_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.cpu_hour TO measure_writer;
 
 CREATE MATERIALIZED VIEW _measure.disc_hour
@@ -88,10 +97,6 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX disc_hour_system_hour_idx ON _measure.disc_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.disc_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.disc_hour TO measure_writer;
 
 CREATE MATERIALIZED VIEW _measure.line_hour
@@ -118,10 +123,6 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX line_hour_system_hour_idx ON _measure.line_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.line_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.line_hour TO measure_writer;
 
 CREATE MATERIALIZED VIEW _measure.process_hour
@@ -149,10 +150,6 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX process_hour_system_hour_idx ON _measure.process_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.process_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.process_hour TO measure_writer;
 
 CREATE MATERIALIZED VIEW _measure.userdef_hour
@@ -169,10 +166,6 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX userdef_hour_system_hour_idx ON _measure.userdef_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.userdef_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.userdef_hour TO measure_writer;
 
 CREATE MATERIALIZED VIEW _measure.tmf_hour
@@ -192,30 +185,4 @@ SELECT system_id, entity_id, measurement_id,
  GROUP BY system_id, entity_id, measurement_id, hour_at
 WITH NO DATA;
 CREATE INDEX tmf_hour_system_hour_idx ON _measure.tmf_hour (system_id, hour_at);
-SELECT add_continuous_aggregate_policy('_measure.tmf_hour', start_offset => INTERVAL '7 days',
-                                       end_offset => INTERVAL '1 hour',
-                                       schedule_interval => INTERVAL '15 minutes',
-                                       if_not_exists => true);
 GRANT SELECT ON _measure.tmf_hour TO measure_writer;
-
--- The tiers job: refresh exactly the dirty hours of every hour aggregate, then the upper
--- tiers. The body is replaced by schema/idempotent/021-condense.timescale.sql; this stub
--- exists so that add_job can name it now.
-CREATE OR REPLACE PROCEDURE _measure.tiers_job(job_id integer, config jsonb)
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE NOTICE 'measuredb tiers job % (stub)', job_id;
-END
-$$;
-SELECT add_job('_measure.tiers_job', INTERVAL '5 minutes', config => '{}'::jsonb);
-
--- Retention: a job, not add_retention_policy, because raw data may be dropped only when
--- all its tiers are computed (_measure.purge refuses otherwise). Change the age with
--- alter_job(job_id, config => '{"older_than": "90 days"}').
-CREATE OR REPLACE PROCEDURE _measure.purge_job(job_id integer, config jsonb)
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE NOTICE 'measuredb purge job % (stub)', job_id;
-END
-$$;
-SELECT add_job('_measure.purge_job', INTERVAL '1 day', config => '{"older_than": "35 days"}'::jsonb);

@@ -1,0 +1,269 @@
+"""The performance data base (issue 5): reports from the tiers against the same reports
+computed straight from interval records, and the cost of condensing.
+
+Data, built the way production builds it (plain PostgreSQL branch; no TimescaleDB here):
+* a year of 1-minute interval records of the 16 CPUs of a node (8.4 million records,
+  generated in SQL with a daily load curve and per-minute noise), condensed into the hour,
+  shift, month and year tiers by _measure.note_intervals + _measure.condense, exactly as
+  the collector does after each slice. The CPU reports read only CPU tiers, so the year has
+  only CPU records; in production raw records are kept 35 days, so "from interval records
+  over a year" is what the tiers spare, not something production could still run;
+* one more day of 1-minute interval records of the whole node: 16 CPUs, 128 disc paths
+  (64 volumes) and 1,856 processes = 2,000 entities, 2.88 million records.
+
+Measured (median of 5 for tier reports, of 3 for the raw queries and the condensing):
+* threshold report (measure.report_threshold, Figure 1/9) of one day, from the tiers and
+  from interval records (the query below recomputes the CPU-hours and the Figure 9 items);
+* CPU trend report (measure.report_cpu_trend, Figure 2) over 365 days, both ways;
+* condensing the 2,000-entity day into every tier (note_intervals + condense of its 24
+  hours: hour tiers from interval records, then its shifts, months and year).
+Targets: each tier report ≤ 50 ms; raw / tier ≥ 20×; condensing the day ≤ 10 s.
+The embedded server lives in .data/bench-tiers (its own; dropped and rebuilt every run).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+import warnings
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from collector import schema
+from collector.catalog import load_catalog
+from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+
+warnings.filterwarnings("ignore")
+SYSTEM = "\\BIG"
+ZONE = "Europe/Amsterdam"
+START = datetime(2024, 1, 1, tzinfo=UTC)
+END = datetime(2025, 1, 1, tzinfo=UTC)          # the year: [START, END)
+DAY = END                                        # the whole-node day: [END, END + 1 day)
+THRESHOLD_DAY = date(2024, 6, 12)
+N_VOLUMES, N_PROCESSES = 64, 1856
+
+# per-minute load of an entity: a daily curve (peak mid-afternoon UTC), a slow growth over
+# the year and deterministic noise from the minute and the entity
+LOAD = ("least(1.0, greatest(0.02, 0.45 + 0.35 * sin(2 * pi() * (extract(epoch FROM t) / 3600.0 - 8) / 24)"
+        " + 0.1 * extract(epoch FROM t - TIMESTAMPTZ '2024-01-01 00:00+00') / (366 * 86400.0)"
+        " + 0.3 * (mod(extract(epoch FROM t)::bigint / 60 * 7919 + e.entity_id * 104729, 1000) / 1000.0 - 0.5)))")
+
+# counter values of a 60 s interval by position (1-based), as fractions of DELTA-TIME for
+# times, plain numbers for counts; the rest are small counts
+D = "60000000"
+CPU = {1: f"f * {D}", 2: f"f * f * 2.2 * {D}", 3: "ceil(f * 5)", 4: f"f * 0.05 * {D}", 5: "1",
+       6: "f * 90000", 7: "f * f * f * 240", 8: f"f * 0.3 * {D}", 9: f"f * 0.02 * {D}",
+       10: f"f * 0.1 * {D}", 11: "f * 12000", 12: "f * 9000", 13: "f * 1800", 14: "f * 1800 * 400000"}
+DISC = {1: "f * 3000", 2: f"f * f * 1.5 * {D}", 3: "ceil(f * 4)", 4: "f * 2000", 5: "f * 1000",
+        6: "f * 8000000", 7: "f * 4000000", 12: f"f * 0.8 * {D}", 14: f"f * 0.2 * {D}",
+        15: f"f * 0.3 * {D}", 17: "f * 1500", 18: "f * 500", 20: "f * 3"}
+PROCESS = {1: f"f * 0.05 * {D}", 2: f"f * 0.02 * {D}", 3: "f * 600", 5: "f * 5", 6: "f * 300",
+           7: "f * 300", 15: f"f * f * 0.5 * {D}", 16: "ceil(f * 3)", 17: "f * 40"}
+
+
+def counters(entity: str, fill: dict[int, str]) -> str:
+    n = len(load_catalog().entity(entity).counters)
+    return "ARRAY[" + ", ".join(f"({fill[k]})::bigint" if k in fill else "(f * 10)::bigint"
+                                for k in range(1, n + 1)) + "]"
+
+
+def entities() -> list[tuple[str, int, dict]]:
+    out: list[tuple[str, int, dict]] = [("cpu", c, {"cpu": c}) for c in range(16)]
+    for v in range(N_VOLUMES):
+        for path, cpu in (("P", (2 * v) % 16), ("B", (2 * v + 1) % 16)):
+            out.append(("disc", cpu, {"cpu": cpu, "device_name": f"$DATA{v:02d}", "pin": 5, "path": path}))
+    for n in range(N_PROCESSES):
+        out.append(("process", n % 16, {"cpu": n % 16, "pin": 30 + n // 16, "process_name": f"$S{n:04d}",
+                                        "program_file_name": f"$APPL.ET1.SERV{n % 40:02d}", "priority": 150}))
+    return out
+
+
+def insert_intervals(c: psycopg.Connection, ids: dict, entity: str, fill: dict, lo: datetime,
+                     hi: datetime) -> None:
+    c.execute(
+        "INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at, delta_us,"
+        " closing_kind, system_id, type_code, cpu, error, counters)"
+        f" SELECT %(m)s, e.entity_id, %(start)s, t, t + INTERVAL '1 minute', {D}, 3, e.system_id, e.type_code,"
+        f" e.cpu, 0, {counters(entity, fill)}"
+        " FROM _measure.entity e"
+        " CROSS JOIN generate_series(%(lo)s, %(hi)s - INTERVAL '1 minute', INTERVAL '1 minute') t"
+        f" CROSS JOIN LATERAL (SELECT {LOAD} AS f) x"
+        " WHERE e.system_id = %(sys)s AND e.type_code = %(code)s",
+        {**ids, "code": ids[entity], "lo": lo, "hi": hi})
+
+
+def populate(url: str) -> dict:
+    ids: dict = {}
+    with psycopg.connect(url, autocommit=True) as c:
+        ids["sys"] = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
+                               "VALUES (%s, 9, %s) RETURNING system_id", (SYSTEM, ZONE)).fetchone()[0]
+        ids["m"] = c.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) "
+                             "VALUES (%s, 'CPLNYEAR', '{}', 'running') RETURNING measurement_id",
+                             (ids["sys"],)).fetchone()[0]
+        ids["start"] = START
+        ids.update(dict(c.execute("SELECT entity, type_code FROM _measure.entity_type").fetchall()))
+        with c.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO _measure.entity (system_id, type_code, key, ids, cpu, first_seen_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(ids["sys"], ids[etype], "|".join(f"{k}={v}" for k, v in e.items()), json.dumps(e), cpu, START)
+                 for etype, cpu, e in entities()])
+        t = time.perf_counter()
+        month = START
+        while month < END:
+            nxt = (month + timedelta(days=32)).replace(day=1)
+            insert_intervals(c, ids, "cpu", CPU, month, nxt)
+            month = nxt
+        ids["gen_year_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (ids["sys"], START, END - timedelta(minutes=1)))
+        while c.execute("SELECT _measure.condense(%s::smallint, 240)", (ids["sys"],)).fetchone()[0]:
+            pass
+        ids["condense_year_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        for etype, fill in (("cpu", CPU), ("disc", DISC), ("process", PROCESS)):
+            insert_intervals(c, ids, etype, fill, DAY, DAY + timedelta(days=1))
+        ids["gen_day_s"] = time.perf_counter() - t
+        ids["records"] = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
+        ids["day_records"] = c.execute("SELECT count(*) FROM _measure.interval_record WHERE from_at >= %s",
+                                       (DAY,)).fetchone()[0]
+        c.execute("VACUUM ANALYZE")
+    return ids
+
+
+# ---------------------------------------------------------------- the reports, both ways
+
+TIER_THRESHOLD = "SELECT cpu, hour_at FROM measure.report_threshold(%(system)s, %(day)s, NULL) ORDER BY 1, 2"
+TIER_TREND = "SELECT day, cpu, qlen_max, busy_max FROM measure.report_cpu_trend(%(system)s, %(from)s, %(to)s) ORDER BY 1"
+
+# Figure 9 from interval records: the CPU-hours of the shift day, their Figure 9 items
+# (interval extremes, time-weighted averages), the thresholds in force, the breaks.
+RAW_THRESHOLD = """
+WITH hr AS (
+    SELECT ir.cpu, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour_at,
+           sum(ir.delta_us) AS elapsed_us,
+           max(greatest(ir.counters[2], 0)::numeric / ir.delta_us) AS qlen_max,
+           min(greatest(ir.counters[2], 0)::numeric / ir.delta_us) AS qlen_min,
+           max(1000000.0 * greatest(ir.counters[7], 0) / ir.delta_us) AS swap_max,
+           max(100.0 * greatest(ir.counters[1], 0) / ir.delta_us) AS busy_max,
+           min(100.0 * greatest(ir.counters[1], 0) / ir.delta_us) AS busy_min,
+           max(100.0 * greatest(ir.counters[8], 0) / ir.delta_us) AS ibusy_max,
+           sum(greatest(ir.counters[2], 0)) AS qlen_us, sum(greatest(ir.counters[1], 0)) AS busy_us
+      FROM _measure.interval_record ir
+     WHERE ir.system_id = %(sys)s AND ir.type_code = 1
+       AND ir.from_at >= (%(day)s::date - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+       AND ir.from_at < (%(day)s::date + 3 + time '00:00') AT TIME ZONE 'UTC'
+     GROUP BY 1, 2),
+items AS (
+    SELECT hr.cpu, hr.hour_at, jsonb_build_object(
+               'qlen_max', hr.qlen_max, 'qlen_delt', hr.qlen_max - hr.qlen_min, 'swap_max', hr.swap_max,
+               'busy_max', hr.busy_max, 'busy_delt', hr.busy_max - hr.busy_min, 'ibusy_max', hr.ibusy_max,
+               'qlen_avg', measure.avg_queue_length(hr.qlen_us, hr.elapsed_us),
+               'busy_avg', measure.busy_percent(hr.busy_us, hr.elapsed_us)) AS j
+      FROM hr)
+SELECT i.cpu, i.hour_at
+  FROM items i
+ CROSS JOIN LATERAL _measure.shift_of(%(sys)s::smallint, i.hour_at) sh
+  JOIN measure.threshold t ON t.system_id = %(sys)s AND t.entity = 'cpu'
+ WHERE sh.shift_day = %(day)s AND measure.breaks((i.j ->> t.item)::numeric, t.operator, t.limit_value)
+ GROUP BY i.cpu, i.hour_at
+ ORDER BY 1, 2
+"""
+
+# Figure 2 from interval records: CPU-hours, then per local day the hour and CPU with the
+# largest average queue length, DELT over the CPUs of that hour.
+RAW_TREND = """
+WITH hr AS (
+    SELECT ir.cpu, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour_at,
+           measure.avg_queue_length(sum(greatest(ir.counters[2], 0)), sum(ir.delta_us)) AS qlen_avg,
+           measure.per_second(sum(greatest(ir.counters[7], 0)), sum(ir.delta_us)) AS swap_avg,
+           measure.busy_percent(sum(greatest(ir.counters[1], 0)), sum(ir.delta_us)) AS busy_avg
+      FROM _measure.interval_record ir
+     WHERE ir.system_id = %(sys)s AND ir.type_code = 1
+       AND ir.from_at >= (%(from)s::date + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+       AND ir.from_at < (%(to)s::date + 2 + time '00:00') AT TIME ZONE 'UTC'
+     GROUP BY 1, 2),
+h AS (
+    SELECT hr.*, (hr.hour_at AT TIME ZONE %(zone)s)::date AS day,
+           max(hr.qlen_avg) OVER w AS hq_max, min(hr.qlen_avg) OVER w AS hq_min,
+           max(hr.swap_avg) OVER w AS hs_max, max(hr.busy_avg) OVER w AS hb_max
+      FROM hr WINDOW w AS (PARTITION BY hr.hour_at))
+SELECT DISTINCT ON (h.day) h.day, h.cpu, h.hq_max, h.hb_max
+  FROM h WHERE h.day BETWEEN %(from)s AND %(to)s
+ ORDER BY h.day, h.qlen_avg DESC NULLS LAST, h.hour_at, h.cpu
+"""
+
+
+def median_ms(conn: psycopg.Connection, sql: str, args: dict, n: int) -> tuple[float, list]:
+    times, rows = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        rows = conn.execute(sql, args).fetchall()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times), rows
+
+
+def main() -> None:
+    server = start_embedded(Path(".data/bench-tiers"), dbname="postgres")
+    admin = server.admin_url()
+    drop_database(admin, "bench_tiers")
+    ensure_database(admin, "bench_tiers")
+    url = with_dbname(admin, "bench_tiers")
+    schema.apply(url, mode="off")
+    ids = populate(url)
+    args = {"system": SYSTEM, "sys": ids["sys"], "zone": ZONE, "day": THRESHOLD_DAY,
+            "from": START.date(), "to": (END - timedelta(days=1)).date()}
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("SET ROLE measure_reader")
+        thr_tier, thr_rows = median_ms(c, TIER_THRESHOLD, args, 5)
+        trend_tier, trend_rows = median_ms(c, TIER_TREND, args, 5)
+        c.execute("RESET ROLE")
+        thr_raw, thr_raw_rows = median_ms(c, RAW_THRESHOLD, args, 3)
+        trend_raw, trend_raw_rows = median_ms(c, RAW_TREND, args, 3)
+        hours = c.execute("SELECT count(*) FROM _measure.cpu_hour").fetchone()[0]
+        condense = []
+        for _ in range(3):  # mark the day's 24 hours dirty again and condense them
+            c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)",
+                      (ids["sys"], DAY, DAY + timedelta(days=1) - timedelta(minutes=1)))
+            t = time.perf_counter()
+            n = c.execute("SELECT _measure.condense(%s::smallint, 1000000)", (ids["sys"],)).fetchone()[0]
+            condense.append(time.perf_counter() - t)
+            assert n == 24, n
+    server.stop()
+
+    def same(a: list, b: list) -> str:
+        return "yes" if [tuple(r) for r in a] == [tuple(r) for r in b] else "NO"
+
+    cond_s = statistics.median(condense)
+    ok = lambda b: "yes" if b else "**NO**"
+    print("### bench_tiers: reports from the tiers vs from interval records; condensing (plain PostgreSQL)")
+    print()
+    print(f"A year ({START.date()} .. {(END - timedelta(days=1)).date()}) of 1-minute CPU interval records of a "
+          f"16-CPU node ({ids['records'] - ids['day_records']:,} records, generated in {ids['gen_year_s']:.0f} s), "
+          f"condensed by note_intervals + condense into {hours - 16 * 24:,} CPU hour rows and their shift/month/"
+          f"year tiers in {ids['condense_year_s']:.0f} s; plus one day of the whole node "
+          f"(16 CPUs, {2 * N_VOLUMES} disc paths, {N_PROCESSES} processes = 2,000 entities, "
+          f"{ids['day_records']:,} records). Tier reports run as measure_reader, median of 5; "
+          "raw queries median of 3. TimescaleDB: not measured (not installable here).")
+    print()
+    print("| measurement | tiers (ms) | interval records (ms) | raw / tiers | rows (same?) | targets met |")
+    print("|---|---:|---:|---:|---|---|")
+    print(f"| threshold report, 1 day ({THRESHOLD_DAY}) | {thr_tier:.1f} | {thr_raw:.0f} | {thr_raw / thr_tier:.0f}× "
+          f"| {len(thr_rows)} ({same(thr_rows, thr_raw_rows)}) | {ok(thr_tier <= 50 and thr_raw / thr_tier >= 20)} |")
+    print(f"| CPU trend report, 365 days | {trend_tier:.1f} | {trend_raw:.0f} | {trend_raw / trend_tier:.0f}× "
+          f"| {len(trend_rows)} ({same([(r[0], r[1]) for r in trend_rows], [(r[0], r[1]) for r in trend_raw_rows])}) "
+          f"| {ok(trend_tier <= 50 and trend_raw / trend_tier >= 20)} |")
+    print()
+    print("| condensing | median (s) | runs (s) | target | met |")
+    print("|---|---:|---|---|---|")
+    print(f"| one day of 2,000 entities (CPU, DISC, PROCESS; 24 hours) into hour, shift, month, year tiers "
+          f"| {cond_s:.2f} | {', '.join(f'{x:.2f}' for x in condense)} | ≤ 10 s | {ok(cond_s <= 10)} |")
+
+
+if __name__ == "__main__":
+    main()
