@@ -51,8 +51,8 @@ def ingest(url: str, psql: Path, n: int = 300_000) -> tuple[float, float]:
         sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                         "VALUES ('\\BENCH', 1, 'UTC') ON CONFLICT (system_name) DO UPDATE SET time_zone = 'UTC' "
                         "RETURNING system_id").fetchone()[0]
-        c.execute("INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, epoch_at) "
-                  "VALUES ('bench', %s, 'x', 1, now()) ON CONFLICT DO NOTHING", (sid,))
+        c.execute("INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, step_us, epoch_at) "
+                  "VALUES ('bench', %s, 'x', 1, 1000000, now()) ON CONFLICT DO NOTHING", (sid,))
     writer_s, psql_s = [], []
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "rows.bin"

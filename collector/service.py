@@ -115,7 +115,7 @@ class Collector:
                 (t.system_name, t.system_number, t.time_zone),
             ).fetchone()[0]
             row = conn.execute(
-                "SELECT node, seed, _measure.timestamptz_to_us(epoch_at),"
+                "SELECT node, seed, step_us, _measure.timestamptz_to_us(epoch_at),"
                 " _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
                 " WHERE collector_id = %s",
                 (self.collector_id,),
@@ -125,9 +125,9 @@ class Collector:
                 epoch = epoch_us if epoch_us is not None else (
                     (now_us() - s.backfill_days * 86_400 * SECOND) // interval * interval)
                 conn.execute(
-                    "INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, epoch_at)"
-                    " VALUES (%s, %s, %s, %s, _measure.us_to_timestamptz(%s))",
-                    (self.collector_id, system_id, s.node, s.seed, epoch),
+                    "INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, step_us, epoch_at)"
+                    " VALUES (%s, %s, %s, %s, %s, _measure.us_to_timestamptz(%s))",
+                    (self.collector_id, system_id, s.node, s.seed, s.step_seconds * SECOND, epoch),
                 )
                 conn.execute(
                     "INSERT INTO _measure.measurement (system_id, name, contab, source, start_at, interval_us, state)"
@@ -138,12 +138,13 @@ class Collector:
                 )
                 durable = -1
             else:
-                node, seed, epoch, durable = row
-                if (node, seed) != (s.node, s.seed):
+                node, seed, step_us, epoch, durable = row
+                if (node, seed, step_us) != (s.node, s.seed, s.step_seconds * SECOND):
                     raise CollectorConfigError(
-                        f"the database holds {t.system_name} simulated as node {node!r} with seed {seed}; "
-                        f"settings ask for node {s.node!r} seed {s.seed}. Use the same settings, "
-                        "or another database"
+                        f"the database holds {t.system_name} simulated as node {node!r} with seed {seed} "
+                        f"and a {step_us // SECOND} s step; settings ask for node {s.node!r} seed {s.seed} "
+                        f"step {s.step_seconds} s. Use the same settings (MEASUREDB_COLLECTOR_NODE, _SEED, "
+                        "_STEP_SECONDS), or another database"
                     )
                 durable = -1 if durable is None else durable
         self.state = State(system_id, epoch, durable)
@@ -157,7 +158,8 @@ class Collector:
         restored = self._load_checkpoint()
         if restored is None:
             self.node = Node(self.topology, self.workload, seed=self.settings.seed,
-                             start_us=self.state.epoch_us, catalog=self.catalog)
+                             start_us=self.state.epoch_us, catalog=self.catalog,
+                             step_us=self.settings.step_seconds * SECOND)
             self.pipeline = Pipeline(self.catalog, self.node.tables, self.state.system_id)
             self.measmon = Measmon(self.node, self.pipeline.on_copy, catalog=self.catalog,
                                    on_state=self._on_state)
@@ -392,6 +394,9 @@ class Collector:
             target = virt0 + int((time.monotonic() - real0) * speed * SECOND)
             if speed == 1.0:
                 target = min(target, now_us())
+            # Only ever stop on the step grid: a replay after a restart then cuts the same
+            # steps and reproduces this run's counters exactly.
+            target -= target % self.node.step_us
             if target > self.node.now_us:
                 self.advance(target)
             self.poll_control()

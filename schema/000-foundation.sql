@@ -162,6 +162,7 @@ CREATE TABLE _measure.collector_state (
     system_id      smallint NOT NULL REFERENCES _measure.system,
     node           text NOT NULL,
     seed           bigint NOT NULL,
+    step_us        bigint NOT NULL,           -- the node's step grid (replays must use the same)
     epoch_at       timestamptz NOT NULL,      -- the node's virtual clock starts here
     durable_until  timestamptz,               -- every copy at or before this time is stored
     updated_at     timestamptz NOT NULL DEFAULT now()

@@ -810,7 +810,11 @@ class Node:
         """Advance virtual time to ``until_us`` (the last step may be partial)."""
         until_us = int(until_us)
         while self.now_us < until_us:
-            W = min(self.step_us, until_us - self.now_us)
+            # Steps end on the grid of step_us (and at until_us): the same span cut by
+            # different advance() calls gives the same steps, so a collector that replays
+            # after a restart reproduces the counters of the run it replaces, bit for bit.
+            next_grid = (self.now_us // self.step_us + 1) * self.step_us
+            W = min(next_grid, until_us) - self.now_us
             self._step(W)
 
     def _draw_service(

@@ -27,8 +27,8 @@ def target(fresh_database) -> str:
     with psycopg.connect(url) as c:
         sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                         "VALUES ('\\SINK', 9, 'UTC') RETURNING system_id").fetchone()[0]
-        c.execute("INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, epoch_at) "
-                  "VALUES ('sink', %s, 'fake', 1, _measure.us_to_timestamptz(%s))", (sid, T0))
+        c.execute("INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, step_us, epoch_at) "
+                  "VALUES ('sink', %s, 'fake', 1, 1000000, _measure.us_to_timestamptz(%s))", (sid, T0))
     return url
 
 
