@@ -207,10 +207,15 @@ def run(
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         if not no_collector:
-            children["collector"] = subprocess.Popen([sys.executable, "-m", "collector", "collector"], env=env)
-        children["api"] = subprocess.Popen([sys.executable, "-m", "collector", "api"], env=env)
+            children["collector"] = subprocess.Popen([sys.executable, "-m", "collector", "collector"],
+                                                     env=env, start_new_session=True)
+        # Own sessions: a terminal's Ctrl-C reaches only this process, which then stops the
+        # children in order (collector first, so it stores what it measured; database last).
+        children["api"] = subprocess.Popen([sys.executable, "-m", "collector", "api"], env=env,
+                                           start_new_session=True)
         api_url = f"http://127.0.0.1:{api_port}"
         _wait_for(api_url + "/health", children["api"], timeout=60)
         data = settings.data_dir.resolve()
@@ -235,7 +240,7 @@ def run(
     finally:
         for proc in children.values():
             if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 20
         for proc in children.values():
             try:
