@@ -500,7 +500,6 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
     collector = Collector(settings, url)
     collector.register()
     collector.build()
-    collector.heartbeat(force=True)
     try:
         t = now_us()
         collector.backfill(t - t % collector.node.step_us, progress=os.isatty(2))  # on the grid

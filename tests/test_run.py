@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -36,7 +37,7 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> dic
     deadline = time.monotonic() + timeout
     body: dict = {}
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read()
+        assert proc.poll() is None, "the platform exited"
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 body = json.loads(r.read())
@@ -48,9 +49,30 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> dic
     pytest.fail(f"no healthy platform within {timeout} s: {body}")
 
 
-def ctrl_c(proc: subprocess.Popen) -> str:
+class Output(threading.Thread):
+    """Collects the platform's output while it runs."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.lines = proc, []
+        self.start()
+
+    def run(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            assert time.monotonic() < deadline, "".join(self.lines)
+            time.sleep(0.1)
+
+
+def ctrl_c(proc: subprocess.Popen, output: Output) -> str:
     os.killpg(proc.pid, signal.SIGINT)   # what a terminal's Ctrl-C does: the whole group
-    out, _ = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    output.join(10)
+    out = "".join(output.lines)
     assert proc.returncode == 0, out
     return out
 
@@ -59,17 +81,22 @@ def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     port = free_port()
     proc = start(data, port)
+    output = Output(proc)
     body = wait_healthy(port, proc)
     assert body["status"] == "ok" and body["database"] and body["timescaledb"] is False
-    out = ctrl_c(proc)
+    output.wait_for("measuredb is running")
+    out = ctrl_c(proc, output)
     assert "measuredb is running" in out and f"http://127.0.0.1:{port}/docs" in out
     assert "measuredb stopped." in out
     pgdata = data / "pg"
     assert not (pgdata / "postmaster.pid").exists()        # the embedded server stopped
     # warm start: same data, no second default measurement
     proc = start(data, port)
+    output = Output(proc)
     wait_healthy(port, proc)
-    out = ctrl_c(proc)
+    output.wait_for("measuredb is running")
+    out = ctrl_c(proc, output)
+    assert "measuredb stopped." in out
     from collector.database import start_embedded
 
     server = start_embedded(data)
