@@ -8,7 +8,8 @@ FROM python:3.11.17-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    MEASUREDB_DATA_DIR=/var/lib/measuredb
+    MEASUREDB_DATA_DIR=/var/lib/measuredb \
+    NUMBA_CACHE_DIR=/var/lib/measuredb/numba-cache
 
 # Unprivileged runtime user, fixed uid/gid so volume ownership is predictable.
 # The spool folder is created here, owned by that user, so a new named volume mounted on
@@ -16,7 +17,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 measuredb \
     && useradd --system --uid 10001 --gid measuredb --home-dir /home/measuredb \
         --create-home --shell /usr/sbin/nologin measuredb \
-    && install -d -o measuredb -g measuredb -m 0750 /var/lib/measuredb /var/lib/measuredb/spool
+    && install -d -o measuredb -g measuredb -m 0750 /var/lib/measuredb /var/lib/measuredb/spool \
+        /var/lib/measuredb/numba-cache
 
 WORKDIR /app
 # .dockerignore keeps the context to what the image needs: pyproject.toml, requirements.lock,

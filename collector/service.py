@@ -64,12 +64,30 @@ def to_ts(us: int) -> datetime:
     return datetime.fromtimestamp(us // SECOND, UTC).replace(microsecond=us % SECOND)
 
 
-def default_contab() -> Contab:
-    """Every entity of every type, and every user counter of every process."""
+def default_contab(topology: Any) -> Contab:
+    """Every entity of every type, and every user counter the node's programs declare (an
+    ADD COUNTER each, as Figure 3 does for RESP-TIME and THROUGHPUT)."""
+    from collector.node.extras import user_counter_specs
+
     b = ContabBuilder()
     for entity in load_catalog().entities:
         b.add(entity, None)
+    for name, program, ctr_type in user_counter_specs(topology):
+        b.add_counter(name, program, ctr_type)
     return b.build()
+
+
+def code_fingerprint() -> str:
+    """A hash of the simulation and MEASURE code: a checkpoint pickled by other code is not
+    resumed (its objects may lack what this code expects); the collector replays instead."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted([*root.glob("node/*.py"), *root.glob("measure/*.py"), root / "sink.py"]):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass
@@ -132,7 +150,7 @@ class Collector:
                 conn.execute(
                     "INSERT INTO _measure.measurement (system_id, name, contab, source, start_at, interval_us, state)"
                     " VALUES (%s, %s, %s, %s, _measure.us_to_timestamptz(%s), %s, 'scheduled')",
-                    (system_id, DEFAULT_MEASUREMENT, default_contab().model_dump_json(),
+                    (system_id, DEFAULT_MEASUREMENT, default_contab(t).model_dump_json(),
                      "default measurement of every entity, created at the collector's first start",
                      epoch, interval),
                 )
@@ -449,7 +467,7 @@ class Collector:
         self.measmon.sink = self.measmon.on_state = None  # they hold the writer's connection
         try:
             with tmp.open("wb") as f:
-                pickle.dump({"epoch_us": self.state.epoch_us, "node": self.node,
+                pickle.dump({"epoch_us": self.state.epoch_us, "code": code_fingerprint(), "node": self.node,
                              "measmon": self.measmon, "pipeline": self.pipeline}, f,
                             protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, path)
@@ -471,7 +489,8 @@ class Collector:
         except Exception as exc:  # a damaged or stale file: replay instead
             log.warning("checkpoint %s unreadable (%s); replaying from the origin", path, exc)
             return None
-        if saved["epoch_us"] != self.state.epoch_us or saved["node"].now_us > self.state.durable_until_us:
+        if (saved.get("code") != code_fingerprint() or saved["epoch_us"] != self.state.epoch_us
+                or saved["node"].now_us > self.state.durable_until_us):
             return None
         self.node, self.measmon, self.pipeline = saved["node"], saved["measmon"], saved["pipeline"]
         self.measmon.sink = self.pipeline.on_copy

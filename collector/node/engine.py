@@ -1,25 +1,23 @@
-"""The simulated NonStop node: a vectorised queueing network that bumps MEASURE counters.
+"""The simulated NonStop node: a queueing network of transactions that bumps MEASURE counters.
 
 Per step (``step_us``, default 1 s) the node
 
-1. draws Poisson arrivals for every stream (rate x daily profile x weekday x growth);
-2. expands every active transaction's remaining stages into one flat job table; a stage
-   arrives at its nominal time (its predecessor's arrival plus service; waits are not
-   propagated: the classic decomposition of a queueing network into independent stations,
-   each visit's sojourn adding to the transaction's own clock);
-3. schedules all jobs at once: CPUs (preemptive-resume priority classes from the process
-   priority, :mod:`sched`), discs, lines and Expand links (FCFS), delays;
-4. marks completed visits done; an unfinished visit carries its remaining work and its
-   arrival time into the next step (so busy and queue integrals split at the boundary);
-5. turns the visits into counter contributions through a compiled effect plan (a bincount
-   and a small matrix product per selector) and reports them through ``hooks.xctr`` for
-   measured slots only. Transactions whose last visit is done bump their response time and
-   TMF lifetime, computed on the transaction's own clock.
+1. draws Poisson arrivals for every stream (rate x daily profile x weekday x growth), each
+   transaction a row of the state matrix ``txm`` (:mod:`des` columns);
+2. runs the step's events in the compiled inner loop (:func:`des.run_step`): each transaction
+   visits its stages one after the other, a visit starting when its predecessor ends (waits
+   propagate: the transaction's clock is real time); CPUs are preemptive-resume priority
+   servers (class from the process priority), discs, line and Expand link directions FCFS,
+   delays pure; a visit unfinished at the step end carries its remaining work over;
+3. turns every visit that ended in the step, and every visit in progress at its end, into
+   counter contributions through the stages' effect rows (busy and queue integrals split at
+   the boundary; levels at the step end; queue peaks from the stations), reported through
+   ``hooks.xctr`` for measured slots only. Transactions whose last visit ended bump their
+   response time and TMF lifetime (departures of their flagged stages).
 
-Approximations: waits at one station do not delay the arrival at the next (decomposition);
-$RECEIVE waits (RECV-QTIME) come from treating each server process as a FCFS server of whole
-server visits and do not delay the transaction; TMF lifetimes and responses are bumped whole
-in the step the transaction completes.
+Approximations: $RECEIVE waits (RECV-QTIME) come from treating each server process as a FCFS
+server of whole server spans and do not delay the transaction; TMF lifetimes and responses are
+bumped whole in the step the transaction completes.
 """
 
 from __future__ import annotations
@@ -39,9 +37,10 @@ from collector.catalog import (
     KIND_SNAPSHOT,
     load_catalog,
 )
+from collector.node import des
 from collector.node import workload as wl
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
-from collector.node.sched import schedule
+from collector.node.sched import fcfs
 from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
 from collector.node.workload import Stage, Stream, TxnType, WorkloadSpec, load_workload
 
@@ -153,6 +152,10 @@ class Node:
         self._build_tables()
         self._compile()
         self._init_txns()
+        # USERDEF, PROCESSH and DEVICE entities (collector/node/extras.py; 3 hooks in this file)
+        from collector.node.extras import Extras
+
+        self._extras = Extras(self)
 
     # ------------------------------------------------------------------------------ tables
     def _build_tables(self) -> None:
@@ -545,7 +548,88 @@ class Node:
                 for c in ed.counters
                 if c.kind_code == KIND_MAXQ and c.max_of and c.max_of in ed
             ]
-        self._plan_effects()
+        # compiled tables for the event loop (des.py): stages, types, effect rows
+        order = np.lexsort((self.ef_ent, self.ef_sel, g_of))  # by stage, selector, entity
+        lev_flag = np.zeros(order.size, dtype=np.int64)
+        seen: set[tuple] = set()
+        for j, r in enumerate(order.tolist()):
+            key = (
+                int(g_of[r]),
+                int(self.ef_ent[r]),
+                int(self.ef_sel[r]),
+                int(self.ef_ctr[r]),
+                int(self.ef_mode[r]),
+            )
+            if key[4] in (M_SVC, M_SYS) and key not in seen:  # a level counts a visit once
+                seen.add(key)
+                lev_flag[j] = 1
+        self.ef_tab = (
+            np.stack(
+                [
+                    self.ef_ent[order],
+                    self.ef_sel[order],
+                    self.ef_ctr[order],
+                    self.ef_mode[order],
+                    lev_flag,
+                ],
+                axis=1,
+            )
+            .astype(np.int64)
+            .reshape(-1, 5)
+        )
+        self.ef_tab_amt = np.ascontiguousarray(self.ef_amt[order], dtype=float)
+        # groups of rows with one (stage, selector, entity): one slot lookup per group
+        gk = np.stack([g_of[order], self.ef_sel[order], self.ef_ent[order]], axis=1)
+        brk = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]).any(axis=1)]) if gk.size else []
+        r0 = np.asarray(brk, dtype=np.int64)
+        r1 = np.r_[r0[1:], len(order)].astype(np.int64)
+        self.ef_grp = np.stack([gk[r0, 1], gk[r0, 2], r0, r1], axis=1).astype(np.int64)
+        grp_n = np.bincount(gk[r0, 0], minlength=ng).astype(np.int64)
+        grp_start = np.concatenate([[0], np.cumsum(grp_n)[:-1]]).astype(np.int64)
+        srv_role = self.st_role == R["server"]
+        self.stg = np.stack(
+            [
+                self.st_kind,
+                self.st_role,
+                self.st_anchor,
+                self.st_io,
+                self.st_dist,
+                self.st_begin.astype(np.int64),
+                self.st_commit.astype(np.int64),
+                self.st_remote.astype(np.int64),
+                grp_start,
+                grp_n,
+            ],
+            axis=1,
+        ).astype(np.int64)
+        srv_first = np.full(len(types), -1, dtype=np.int64)
+        srv_last = np.full(len(types), -1, dtype=np.int64)
+        for ti in range(len(types)):
+            hits = np.flatnonzero(srv_role[first[ti] : first[ti] + count[ti]])
+            if hits.size:
+                srv_first[ti], srv_last[ti] = hits[0], hits[-1]
+        self.typ = np.stack(
+            [
+                self.type_first,
+                self.type_n,
+                self.type_readdone,
+                self.type_reply,
+                self.type_begin,
+                self.type_commit,
+                srv_first,
+                srv_last,
+            ],
+            axis=1,
+        ).astype(np.int64)
+        self.st_mean = np.ascontiguousarray(self.st_mean, dtype=float)
+        self.st_prob = np.ascontiguousarray(self.st_prob, dtype=float)
+        self.st_bytes = np.ascontiguousarray(self.st_bytes, dtype=float)
+        # queue peaks (max-queue twins) come from the stations: CPU ready lists, disc queues
+        self._peak_cols = {}
+        for e, qname in (("cpu", "CPU-QTIME"), ("disc", "REQUEST-QTIME")):
+            ed = self.tables[e].entity
+            if qname in ed and any(q == ed.index(qname) for _, q in self.maxq_of[e]):
+                self._peak_cols[e] = ed.index(qname)
         # sources: terminals and server classes
         self._setup_sources()
 
@@ -656,31 +740,36 @@ class Node:
 
     # -------------------------------------------------------------------------------- txns
     def _init_txns(self) -> None:
-        z = lambda dt_=np.int64: np.zeros(0, dtype=dt_)
-        self.tx = {
-            "type": z(),
-            "t_arr": z(),
-            "cur": z(),
-            "cur_arr": z(),
-            "t_begin": z(),
-            "tmf_cpu": z(),
-            "term": z(),
-            "line": z(),
-            "tcp": z(),
-            "server": z(),
-            "lh": z(),
-            "hls": z(),
-            "netline": z(),
-            "remote": z(),
-            "is_remote": z(bool),
-        }
-        self.tx_part = np.zeros((0, self.max_io), dtype=np.int64)
-        L = self.max_len  # per-stage state; the last column stays "not done"
-        self.sd_done = np.zeros((0, L), dtype=bool)
-        self.sd_soj = np.zeros((0, L), dtype=np.int64)
-        self.sd_flag = np.zeros((0, L), dtype=np.int8)
-        self.sd_arr = np.zeros((0, L), dtype=np.int64)
-        self.sd_rem = np.zeros((0, L), dtype=np.int64)
+        # one int64 row per transaction in the node (des.TX_COLUMNS, then the partitions)
+        self.c_dep0 = des.C_PART0 + self.max_io  # then each stage's departure - arrival
+        self.txm = np.zeros((0, self.c_dep0 + self.max_len), dtype=np.int64)
+        self.seqc = np.zeros(1, dtype=np.int64)
+
+    @property
+    def tx(self) -> dict[str, np.ndarray]:
+        """Column views of the transaction state (writable)."""
+        m = self.txm
+        return {name: m[:, c] for c, name in enumerate(des.TX_COLUMNS)}
+
+    @property
+    def tx_part(self) -> np.ndarray:
+        return self.txm[:, des.C_PART0 : self.c_dep0]
+
+    @property
+    def sd_done(self) -> np.ndarray:
+        """(transactions x stages) True for the stages a transaction has finished."""
+        L = self.txm.shape[1] - self.c_dep0
+        return np.arange(L)[None, :] < self.txm[:, des.C_K][:, None]
+
+    @property
+    def sd_soj(self) -> np.ndarray:
+        """(transactions x stages) for finished stages, departure minus the previous stage's
+        departure (the first: minus the arrival), else 0: its cumulative sum is each stage's
+        departure on the transaction's clock."""
+        dep = self.txm[:, self.c_dep0 :]
+        done = self.sd_done
+        soj = np.diff(dep, axis=1, prepend=0)
+        return np.where(done, soj, 0)
 
     def _arrivals(self, t0: int, W: int) -> None:
         rng = self.rng
@@ -775,34 +864,29 @@ class Node:
             new.append(d)
         if not new:
             return
-        cols = {}
         n_total = sum(d["type"].size for d in new)
-        for k, cur in self.tx.items():
-            vals = []
-            for d in new:
-                n = d["type"].size
-                if k in d:
-                    vals.append(np.asarray(d[k]).astype(cur.dtype))
-                elif k in ("cur", "is_remote"):
-                    vals.append(np.zeros(n, dtype=cur.dtype))
-                elif k == "cur_arr":
-                    vals.append(d["t_arr"])
-                else:
-                    vals.append(np.full(n, -1, dtype=cur.dtype))
-            cols[k] = np.concatenate([cur] + vals)
-        self.tx = cols
-        self.tx_part = np.concatenate([self.tx_part] + parts)
-        L = self.max_len
-        for nm, dt_ in (
-            ("sd_done", bool),
-            ("sd_soj", np.int64),
-            ("sd_flag", np.int8),
-            ("sd_arr", np.int64),
-            ("sd_rem", np.int64),
+        rows = np.full((n_total, self.txm.shape[1]), -1, dtype=np.int64)
+        for c in (
+            des.C_IS_REMOTE,
+            des.C_T_BEGIN,
+            des.C_K,
+            des.C_PH,
+            des.C_REM,
+            des.C_INSERV,
+            des.C_SDONE,
         ):
-            setattr(
-                self, nm, np.concatenate([getattr(self, nm), np.zeros((n_total, L), dtype=dt_)])
-            )
+            rows[:, c] = 0
+        rows[:, self.c_dep0 :] = 0
+        k = 0
+        for d, pm in zip(new, parts):
+            n = d["type"].size
+            blk = rows[k : k + n]
+            for name, v in d.items():
+                blk[:, des.TX_COLUMNS.index(name)] = np.asarray(v)
+            blk[:, des.C_PART0 : self.c_dep0] = pm
+            k += n
+        rows[:, des.C_EV] = rows[:, des.C_T_ARR]
+        self.txm = np.concatenate([self.txm, rows])
         self.stats.arrived += n_total
 
     # -------------------------------------------------------------------------------- step
@@ -817,243 +901,106 @@ class Node:
             W = min(next_grid, until_us) - self.now_us
             self._step(W)
 
-    def _draw_service(
-        self, g: np.ndarray, job_vol: np.ndarray, job_line: np.ndarray, job_net: np.ndarray
-    ) -> np.ndarray:
-        rng = self.rng
-        n = g.size
-        kind = self.st_kind[g]
-        mean = self.st_mean[g].copy()
-        isd = kind == K_DISC
-        mean[isd] *= self.vol_service[np.maximum(job_vol[isd], 0)]
-        isl = (kind == K_LIN) | (kind == K_LOUT)
-        mean[isl] = self.st_bytes[g[isl]] * 8e6 / self.line_speed[np.maximum(job_line[isl], 0)]
-        isn = (kind == K_NOUT) | (kind == K_NIN)
-        mean[isn] = self.st_bytes[g[isn]] * 8e6 / self.net_speed[np.maximum(job_net[isn], 0)]
-        dist = self.st_dist[g]
-        u = rng.random(n)
-        f = np.where(dist == 0, -np.log1p(-u), np.where(dist == 2, 0.5 + u, 1.0))
-        svc = np.rint(mean * f).astype(np.int64)
-        res = kind != K_DELAY
-        svc[res] = np.maximum(svc[res], 1)
-        return svc
-
     def _step(self, W: int) -> None:
         t0 = self.now_us
         t1 = t0 + W
-        rng = self.rng
         self._arrivals(t0, W)
-        tx = self.tx
-        ntx = tx["type"].size
         out = {e: None for e in ENTITIES}
-        if ntx:
+        if self.txm.shape[0]:
             out = self._run_jobs(t0, W)
         self._emit(t1, out, W)
         if self.dyn_opens:
             self._dynamic_opens(t0, t1)
         self._dynamic_servers(t0, W)
         self.now_us = t1
-        del rng
+        if getattr(self, "_extras", None) is not None:
+            self._extras.after_step(t0, W, out)
 
     def _run_jobs(self, t0: int, W: int):
-        tx = self.tx
-        rng = self.rng
+        """Simulate the step's events (des.run_step) and collect the counter contributions."""
+        t1 = t0 + W
+        t = self.topo
         P = self.tables["process"]
-        typ = tx["type"]
-        ntx = typ.size
-        cur = tx["cur"]
-        n_rem = self.type_n[typ] - cur
-        J = int(n_rem.sum())
-        jt = np.repeat(np.arange(ntx), n_rem)
-        starts = np.cumsum(n_rem) - n_rem
-        within = np.arange(J) - np.repeat(starts, n_rem)
-        stg = cur[jt] + within  # stage position within the transaction
-        notdone = ~self.sd_done[jt, stg]
-        # ---- the transaction's nominal timeline: each stage follows its predecessor's
-        # service (no waiting); waits are added per visit (network decomposition)
-        flag = self.sd_flag[jt, stg]
-        g_all = self.type_first[typ][jt] + stg
-        act_all = rng.random(J) < self.st_prob[g_all]
-        rem = self.st_remote[g_all]
-        act_all[rem] = tx["is_remote"][jt[rem]]
-        act_all[flag == 1] = True
-        act_all[flag == 2] = False
-        svc_nom = np.where(notdone & act_all, self._nominal(g_all, jt), 0)
-        carried = flag > 0
-        svc_nom[carried] = self.sd_rem[jt[carried], stg[carried]]
-        csum = np.cumsum(svc_nom)
-        base = np.repeat(tx["cur_arr"] - t0, n_rem)
-        arr_nom = base + csum - svc_nom - np.repeat(csum[starts] - svc_nom[starts], n_rem)
-        arr_true_all = np.where(carried, self.sd_arr[jt, stg] - t0, arr_nom)
-        sel = np.flatnonzero(notdone & (carried | (arr_nom < W)))
-        # ---- the jobs of this step
-        jt_s, stg_s, g = jt[sel], stg[sel], g_all[sel]
-        n = sel.size
-        active = act_all[sel]
-        arr_true = arr_true_all[sel]
-        arr = np.maximum(arr_true, 0)
-        kind = self.st_kind[g].copy()
-        role = self.st_role[g]
-        io = self.st_io[g]
-        part = np.where(io >= 0, self.tx_part[jt_s, np.maximum(io, 0)], -1)
-        vol = np.where(part >= 0, self.part_vol[np.maximum(part, 0)], -1)
-        proc = np.full(n, -1, dtype=np.int64)
-        for rname, col in (
-            ("tcp", "tcp"),
-            ("server", "server"),
-            ("linehandler", "lh"),
-            ("hls", "hls"),
-            ("self", "server"),
-        ):
-            m = role == R[rname]
-            proc[m] = tx[col][jt_s[m]]
-        for rname in ("pathmon", "cmon"):
-            proc[role == R[rname]] = self.static[rname]
-        m = role == R["other"]  # "other processes": per-CPU monitors in the TCP's CPU
-        if m.any():
-            tc = tx["tcp"][jt_s[m]]
-            tcpu = np.where(tc >= 0, self.cpu_map[P.cpu[np.maximum(tc, 0)]], 0)
-            proc[m] = self.mon_by_cpu[tcpu]
-        m = role == R["tmp"]  # the TMF monitor in the CPU of the transaction's TCP
-        if m.any():
-            tc = tx["tcp"][jt_s[m]]
-            tcpu = np.where(tc >= 0, self.cpu_map[P.cpu[np.maximum(tc, 0)]], 0)
-            proc[m] = self.tmf_by_cpu[tcpu]
-        m = role == R["dp2"]
-        proc[m] = self.vol_dp2[np.maximum(vol[m], 0)]
-        anchor_proc = proc.copy()
-        nr = role == R["none"]
-        an = self.st_anchor[g]
-        for rname, col in (
-            ("tcp", "tcp"),
-            ("server", "server"),
-            ("linehandler", "lh"),
-            ("hls", "hls"),
-        ):
-            mm = nr & (an == R[rname])
-            anchor_proc[mm] = tx[col][jt_s[mm]]
-        cpu = np.where(anchor_proc >= 0, P.cpu[np.maximum(anchor_proc, 0)], 0)
-        cpu = self.cpu_map[cpu]
-        line = tx["line"][jt_s]
-        net = tx["netline"][jt_s]
-        svc = svc_nom[sel]
-        kind[~active] = K_DELAY  # a visit that does not happen takes no time, no resource
-        server = np.zeros(n, dtype=np.int64)
-        cls = np.zeros(n, dtype=np.int64)
-        iscpu = kind == K_CPU
-        server[iscpu] = cpu[iscpu]
-        cls[iscpu] = np.where(proc[iscpu] >= 0, self.p_class[np.maximum(proc[iscpu], 0)], 0)
-        isd = kind == K_DISC
-        server[isd] = vol[isd]
-        isl = (kind == K_LIN) | (kind == K_LOUT)
-        server[isl] = 2 * line[isl] + (kind[isl] == K_LOUT)
-        isn = (kind == K_NOUT) | (kind == K_NIN)
-        server[isn] = 2 * net[isn] + (kind[isn] == K_NOUT)
-        dep = np.empty(n, dtype=np.int64)
-        done_svc = np.zeros(n, dtype=np.int64)
-        execing = np.zeros(n, dtype=bool)
-        for idx, ncls in (
-            (np.flatnonzero(iscpu), N_CLASSES),
-            (np.flatnonzero(isd), 1),
-            (np.flatnonzero(isl), 1),
-            (np.flatnonzero(isn), 1),
-        ):
-            if idx.size == 0:
+        ne = len(ENTITIES)
+        ent_n = np.zeros(ne, dtype=np.int64)
+        ent_nc = np.zeros(ne, dtype=np.int64)
+        ent_off = np.zeros(ne, dtype=np.int64)
+        ent_soff = np.zeros(ne, dtype=np.int64)
+        meas = []
+        off = soff = 0
+        for ei, e in enumerate(ENTITIES):
+            T = self.tables[e]
+            ent_n[ei], ent_nc[ei], ent_off[ei], ent_soff[ei] = T.n, T.n_counters, off, soff
+            meas.append(T.alive[: T.n] & (T.xptr[: T.n] >= 0))
+            off += T.n * T.n_counters
+            soff += T.n
+        measured = np.concatenate(meas)
+        acc = np.zeros(off)
+        lev = np.zeros(off)
+        n_st = t.n_cpus + len(t.volumes) + 2 * len(t.lines) + 2 * len(t.netlines)
+        st_peak = np.zeros(n_st, dtype=np.int64)
+        opens = np.zeros(P.n if self.dyn_opens else 0, dtype=np.int64)
+        spans = np.empty((self.txm.shape[0], 3), dtype=np.int64)
+        nspan = des.run_step(
+            t0, t1, self.rng, self.txm, self.seqc,
+            self.stg, self.st_mean, self.st_prob, self.st_bytes, self.typ,
+            P.cpu, self.p_class, self.cpu_map, self.vol_dp2, self.tmf_by_cpu, self.mon_by_cpu,
+            self.static["pathmon"], self.static["cmon"],
+            self.part_vol, self.vol_service, self.line_speed, self.net_speed,
+            t.n_cpus, len(t.volumes), len(t.lines), len(t.netlines),
+            self.ef_tab, self.ef_grp, self.ef_tab_amt, ent_off, ent_nc, ent_n, ent_soff, measured, acc, lev,
+            self.topo_file_of_part, self.fo, self.dop, self.line_x25_i, self.remote_cluster,
+            st_peak, opens, spans, self.c_dep0,
+        )  # fmt: skip
+        if self.dyn_opens:
+            self._opens_step = opens
+        out: dict = {e: None for e in ENTITIES}
+        for ei, e in enumerate(ENTITIES):
+            if not meas[ei].any():
                 continue
-            sc = schedule(server[idx], cls[idx], arr[idx], svc[idx], ncls)
-            dep[idx] = sc.dep
-            d, e = sc.done_before(W)
-            done_svc[idx] = d
-            execing[idx] = e
-        dly = np.flatnonzero(kind == K_DELAY)
-        dep[dly] = arr[dly] + svc[dly]
-        done_svc[dly] = np.clip(W - arr[dly], 0, svc[dly])
-        complete = dep <= W
-        # ---- per-stage state
-        ci = np.flatnonzero(complete)
-        self.sd_done[jt_s[ci], stg_s[ci]] = True
-        self.sd_soj[jt_s[ci], stg_s[ci]] = dep[ci] - arr_true[ci]
-        ii = np.flatnonzero(~complete)
-        self.sd_flag[jt_s[ii], stg_s[ii]] = np.where(active[ii], 1, 2)
-        self.sd_arr[jt_s[ii], stg_s[ii]] = t0 + arr_true[ii]
-        self.sd_rem[jt_s[ii], stg_s[ii]] = np.where(
-            kind[ii] == K_DELAY, np.where(arr[ii] < W, dep[ii] - W, svc[ii]), svc[ii] - done_svc[ii]
-        )
-        m = complete & self.st_begin[g] & active
-        tx["tmf_cpu"][jt_s[m]] = cpu[m]
-        tx["t_begin"][jt_s[m]] = 1
-        if self.dyn_opens:  # staged problem: every transaction opens (and closes) a file
-            srv = tx["server"][jt_s[m]]
-            self._opens_step = np.bincount(srv[srv >= 0], minlength=P.n)
-        m = complete & self.st_commit[g]
-        tx["t_begin"][jt_s[m]] = -1
-        # ---- counter contributions of this step's visits
-        out = self._effects(
-            np.arange(n),
-            g,
-            jt_s,
-            proc,
-            cpu,
-            vol,
-            part,
-            complete,
-            active,
-            done_svc,
-            execing,
-            arr_true,
-            dep,
-            W,
-        )
-        self._recv_queue(out, g, jt_s, proc, arr, dep, W)
-        # ---- progress: the first stage not done; nominal arrival of fresh current stages
-        width = self.sd_done.shape[1]
-        new_cur = np.argmin(self.sd_done, axis=1)  # last column is always False
-        new_cur = np.minimum(new_cur, width - 1)
-        fin = new_cur >= self.type_n[typ]
-        moved = (~fin) & (new_cur != cur)
-        if moved.any():
-            pos = starts[moved] + (new_cur[moved] - cur[moved])
-            tx["cur_arr"][moved] = t0 + arr_nom[pos]
-        tx["cur"][:] = np.where(fin, cur, new_cur)
+            n, nc, o = int(ent_n[ei]), int(ent_nc[ei]), int(ent_off[ei])
+            a = acc[o : o + n * nc].reshape(n, nc)
+            lv = lev[o : o + n * nc].reshape(n, nc)
+            pk = lv.copy()
+            c = self._peak_cols.get(e)
+            if self.peaks and c is not None:
+                if e == "cpu":
+                    pk[:, c] = np.maximum(pk[:, c], st_peak[: t.n_cpus][:n])
+                else:  # disc: the primary path's record carries the volume's queue
+                    nv = len(t.volumes)
+                    d0 = t.n_cpus
+                    pk[0 : 2 * nv : 2, c] = np.maximum(pk[0 : 2 * nv : 2, c], st_peak[d0 : d0 + nv])
+            out[e] = [a, lv, pk]
+        self._recv_queue(out, spans[:nspan], t0, W)
+        fin = self.txm[:, des.C_PH] == 3
         if fin.any():
             self._complete(np.flatnonzero(fin), t0, W, out)
-        keep = ~fin
-        self._keep(keep)
+            self._keep(~fin)
         # TMF level: transactions begun and not yet committed
         if out.get("tmf") is not None:
             T = self.tables["tmf"]
             if "HOME-TRANS-QTIME" in T.entity:
                 c = T.entity.index("HOME-TRANS-QTIME")
-                lv = self.tx["t_begin"] > 0
-                cnt = np.bincount(self.tx["tmf_cpu"][lv], minlength=T.n)[: T.n]
+                lv = self.txm[:, des.C_T_BEGIN] > 0
+                cnt = np.bincount(self.txm[lv, des.C_TMF_CPU], minlength=T.n)[: T.n]
                 out["tmf"][1][:, c] += cnt
                 out["tmf"][2][:, c] = np.maximum(out["tmf"][2][:, c], out["tmf"][1][:, c])
         return out
 
-    def _nominal(self, g: np.ndarray, jt: np.ndarray) -> np.ndarray:
-        tx = self.tx
-        io = self.st_io[g]
-        part = np.where(io >= 0, self.tx_part[jt, np.maximum(io, 0)], -1)
-        vol = np.where(part >= 0, self.part_vol[np.maximum(part, 0)], -1)
-        return self._draw_service(g, vol, tx["line"][jt], tx["netline"][jt])
+    @property
+    def line_x25_i(self) -> np.ndarray:
+        return self.line_x25.astype(np.int64)
 
     def _keep(self, keep: np.ndarray) -> None:
-        self.tx = {k: v[keep] for k, v in self.tx.items()}
-        self.tx_part = self.tx_part[keep]
-        for nm in ("sd_done", "sd_soj", "sd_flag", "sd_arr", "sd_rem"):
-            setattr(self, nm, getattr(self, nm)[keep])
+        self.txm = self.txm[keep]
 
     def _complete(self, fi: np.ndarray, t0: int, W: int, out) -> None:
-        """Transactions whose last stage finished: response time and TMF lifetime from the
-        transaction's own clock (Σ of its visits' sojourns)."""
-        tx = self.tx
-        typ = tx["type"][fi]
-        soj = self.sd_soj[fi]
-        act = np.cumsum(soj, axis=1)  # departure of each stage, relative to the arrival
-        rows = np.arange(fi.size)
+        """Transactions whose last visit ended: response time and TMF lifetime from the
+        transaction's own clock (departures of its flagged stages)."""
+        m = self.txm[fi]
+        typ = m[:, des.C_TYPE]
         self.stats.completed += int(fi.size)
-        last = self.type_n[typ] - 1
-        self.stats.sys_time_us += float(act[rows, last].sum())
+        self.stats.sys_time_us += float((m[:, des.C_T_DONE] - m[:, des.C_T_ARR]).sum())
         rd, rp, bg, cm = (
             self.type_readdone[typ],
             self.type_reply[typ],
@@ -1061,16 +1008,16 @@ class Node:
             self.type_commit[typ],
         )
         ok = (rd >= 0) & (rp > 0)
-        resp = np.where(ok, act[rows, np.maximum(rp - 1, 0)] - act[rows, np.maximum(rd, 0)], 0)
+        resp = np.where(ok, m[:, des.C_T_RP] - m[:, des.C_T_RD], 0)
         self.stats.response_us += float(resp[ok].sum())
         self.stats.responses += int(ok.sum())
         okt = (bg >= 0) & (cm >= 0)
-        life = np.where(okt, act[rows, np.maximum(cm, 0)] - act[rows, np.maximum(bg, 0)], 0)
+        life = np.where(okt, m[:, des.C_T_CM] - m[:, des.C_T_BG], 0)
         P = self.tables["process"]
-        tcp = tx["tcp"][fi]
+        tcp = m[:, des.C_TCP]
         tcpcpu = np.where(tcp >= 0, self.cpu_map[P.cpu[np.maximum(tcp, 0)]], -1)
-        term = tx["term"][fi]
-        line = tx["line"][fi]
+        term = m[:, des.C_TERM]
+        line = m[:, des.C_LINE]
         x25 = np.where((line >= 0) & self.line_x25[np.maximum(line, 0)], line, -1)
         for ent, slots, ctr, w in (
             ("terminal", term, "TRANSACTIONS", ok * 1.0),
@@ -1079,75 +1026,18 @@ class Node:
             ("cpu", tcpcpu, "RESPONSE-TIME", resp),
             ("line", x25, "TRANSACTIONS", ok * 1.0),
             ("line", x25, "RESPONSE-TIME", resp),
-            ("tmf", tx["tmf_cpu"][fi], "HOME-TRANS-QTIME", life * okt),
+            ("tmf", m[:, des.C_TMF_CPU], "HOME-TRANS-QTIME", life * okt),
         ):
             o = out.get(ent)
             T = self.tables[ent]
             if o is None or ctr not in T.entity:
                 continue
-            m = (slots >= 0) & (w != 0)
-            o[0][:, T.entity.index(ctr)] += np.bincount(slots[m], weights=w[m], minlength=T.n)[
+            mm = (slots >= 0) & (w != 0)
+            o[0][:, T.entity.index(ctr)] += np.bincount(slots[mm], weights=w[mm], minlength=T.n)[
                 : T.n
             ]
-
-    # --------------------------------------------------------------------------- effects
-    def _selector_columns(self, kj, jt, proc, cpu, vol, part):
-        tx = self.tx
-        P = self.tables["process"]
-        cols: dict[int, np.ndarray] = {}
-        tj = jt[kj]
-        opener = tx["server"][tj]
-        for s in self.sel_used:
-            name = SELECTORS[s]
-            if name == "proc":
-                v = proc[kj]
-            elif name == "cpu":
-                v = cpu[kj]
-            elif name == "opener":
-                v = opener
-            elif name == "dp2cpu":
-                vv = vol[kj]
-                v = np.where(vv >= 0, P.cpu[self.vol_dp2[np.maximum(vv, 0)]], -1)
-            elif name == "disc":
-                vv = vol[kj]
-                v = np.where(vv >= 0, 2 * vv, -1)
-            elif name in ("file", "discopen"):
-                pp = part[kj]
-                ok = (pp >= 0) & (opener >= 0)
-                if name == "file":
-                    fidx = self.topo_file_of_part[np.maximum(pp, 0)]
-                    v = np.where(ok, self.fo[np.maximum(opener, 0), fidx], -1)
-                else:
-                    v = np.where(ok, self.dop[np.maximum(opener, 0), np.maximum(pp, 0)], -1)
-            elif name == "terminal":
-                v = tx["term"][tj]
-            elif name == "line":
-                v = tx["line"][tj]
-            elif name == "x25line":
-                ln = tx["line"][tj]
-                v = np.where((ln >= 0) & self.line_x25[np.maximum(ln, 0)], ln, -1)
-            elif name == "netline":
-                v = np.where(tx["is_remote"][tj], tx["netline"][tj], -1)
-            elif name == "system":
-                v = np.where(tx["is_remote"][tj], tx["remote"][tj], -1)
-            elif name == "cluster":
-                r = tx["remote"][tj]
-                v = np.where(
-                    tx["is_remote"][tj] & (r >= 0), self.remote_cluster[np.maximum(r, 0)], -1
-                )
-            elif name in ("tmf", "tcpcpu"):
-                tc = tx["tcp"][tj]
-                v = np.where(tc >= 0, self.cpu_map[P.cpu[np.maximum(tc, 0)]], -1)
-            elif name in ("tcp", "server"):
-                v = tx[name][tj]
-            elif name == "linehandler":
-                v = tx["lh"][tj]
-            elif name == "hls":
-                v = tx["hls"][tj]
-            else:  # pragma: no cover
-                raise AssertionError(name)
-            cols[s] = v
-        return cols
+        if getattr(self, "_extras", None) is not None:
+            self._extras.completed(fi)
 
     @property
     def topo_file_of_part(self) -> np.ndarray:
@@ -1155,162 +1045,19 @@ class Node:
             self._fop = np.array([p["file"] for p in self.topo.partitions] or [0], dtype=np.int64)
         return self._fop
 
-    def _effects(
-        self, kj, g, jt, proc, cpu, vol, part, complete, active, done_svc, execing, arr_true, dep, W
-    ):
-        """Counter contributions of this step's visits, per entity type.
-
-        Per job there are a handful of weights (visit done / skipped, service µs in the step,
-        time-in-system µs in the step, executing / present at the end). For each selector
-        (which entity slot a job touches) the jobs are summed per (stage, slot) with one
-        bincount, and a small dense matrix per stage turns those sums into counters:
-        ``acc[slot, counter] += W[stage, slot]^T @ A[stage, counter]``.
-        """
-        measured = {e: self.tables[e].measured_slots() for e in ENTITIES}
-        out: dict = {e: None for e in ENTITIES}
-        if not any(m.size for m in measured.values()) or kj.size == 0:
-            return out
-        for e in ENTITIES:
-            if measured[e].size:
-                T = self.tables[e]
-                out[e] = [np.zeros((T.n, T.n_counters)), np.zeros((T.n, T.n_counters)), None]
-        sys_ov = np.where(active, np.clip(np.minimum(dep, W) - np.maximum(arr_true, 0), 0, None), 0)
-        weights = {
-            M_DONE: (complete & active).astype(float),
-            M_SKIP: (complete & ~active).astype(float),
-            M_SVC: done_svc.astype(float),
-            M_SYS: sys_ov.astype(float),
-        }
-        levels = {
-            M_SVC: execing.astype(float),
-            M_SYS: (active & (arr_true <= W) & (dep > W)).astype(float),
-        }
-        cols = self._selector_columns(kj, jt, proc, cpu, vol, part)
-        for s, ents in self.eff_plan.items():
-            v = cols[s]
-            for e, (gmap, ngl, A, Alv, qcols) in ents.items():
-                if out[e] is None:
-                    continue
-                gl = gmap[g]
-                idx = np.flatnonzero((gl >= 0) & (v >= 0))
-                if idx.size == 0:
-                    continue
-                T = self.tables[e]
-                acc, lev, _ = out[e]
-                key = gl[idx] * T.n + v[idx]
-                size = ngl * T.n
-                for m, Am in A.items():
-                    wm = np.bincount(key, weights=weights[m][idx], minlength=size)[:size]
-                    acc += wm.reshape(ngl, T.n).T @ Am
-                for m, Am in Alv.items():
-                    wm = np.bincount(key, weights=levels[m][idx], minlength=size)[:size]
-                    lev += wm.reshape(ngl, T.n).T @ Am
-                if self.peaks and qcols:
-                    if out[e][2] is None:
-                        out[e][2] = np.zeros_like(acc)
-                    for c, gsel in qcols:
-                        jj = idx[gsel[gl[idx]]]
-                        if jj.size:
-                            self._peaks(
-                                out[e][2],
-                                v[jj] * T.n_counters + c,
-                                arr_true[jj],
-                                dep[jj],
-                                active[jj],
-                                W,
-                            )
-        for e in ENTITIES:
-            if out[e] is not None:
-                if out[e][2] is None:
-                    out[e][2] = out[e][1].copy()
-                else:
-                    np.maximum(out[e][2], out[e][1], out=out[e][2])
-        return out
-
-    def _plan_effects(self) -> None:
-        """Compile the effect rows into per-(selector, entity) dense stage x counter matrices."""
-        plan: dict[int, dict[str, tuple]] = {}
-        ng = self.st_kind.size
-        for s in sorted(set(self.ef_sel.tolist())):
-            plan[s] = {}
-            ms = self.ef_sel == s
-            for ei in sorted(set(self.ef_ent[ms].tolist())):
-                e = ENTITIES[ei]
-                T = self.tables[e]
-                rows = np.flatnonzero(ms & (self.ef_ent == ei))
-                gs = np.unique(self.ef_g[rows])
-                gmap = np.full(ng, -1, dtype=np.int64)
-                gmap[gs] = np.arange(gs.size)
-                A: dict[int, np.ndarray] = {}
-                Alv: dict[int, np.ndarray] = {}
-                for r in rows:
-                    m = int(self.ef_mode[r])
-                    A.setdefault(m, np.zeros((gs.size, T.n_counters)))[
-                        gmap[self.ef_g[r]], self.ef_ctr[r]
-                    ] += self.ef_amt[r]
-                    if m in (M_SVC, M_SYS):
-                        Alv.setdefault(m, np.zeros((gs.size, T.n_counters)))[
-                            gmap[self.ef_g[r]], self.ef_ctr[r]
-                        ] = 1.0
-                # queue counters with a max-queue twin: peaks by sweep
-                qcols = []
-                if M_SYS in A:
-                    for pos, qpos in self.maxq_of[e]:
-                        gsel = A[M_SYS][:, qpos] != 0
-                        if gsel.any():
-                            qcols.append((qpos, gsel))
-                plan[s][e] = (gmap, gs.size, A, Alv, qcols)
-        self.eff_plan = plan
-
-    @staticmethod
-    def _peaks(
-        peak: np.ndarray, key: np.ndarray, a: np.ndarray, d: np.ndarray, act: np.ndarray, W: int
-    ) -> None:
-        """Max number of overlapping [a, d) intervals within [0, W] per key (queue peaks)."""
-        ok = act & (a <= W) & (d > 0)
-        key, a, d = key[ok], np.maximum(a[ok], 0), d[ok]
-        if key.size == 0:
-            return
-        ends = d <= W
-        k2 = np.concatenate([key, key[ends]])
-        tt = np.concatenate([a * 2 + 1, d[ends] * 2])  # ends sort before starts at equal times
-        delta = np.concatenate([np.ones(key.size), -np.ones(int(ends.sum()))])
-        span = np.int64(2 * W + 4)  # times are in [0, 2W+1]: one int64 sort key
-        order = np.argsort(k2 * span + tt, kind="stable")
-        k2, delta = k2[order], delta[order]
-        c = np.cumsum(delta)
-        segs = np.flatnonzero(np.r_[True, k2[1:] != k2[:-1]])
-        base = np.repeat(c[segs] - delta[segs], np.diff(np.r_[segs, k2.size]))
-        run = c - base
-        mx = np.maximum.reduceat(run, segs)
-        flat = peak.reshape(-1)
-        np.maximum.at(flat, k2[segs], mx)
-
-    def _recv_queue(self, out, g, jt, proc, arr, dep, W) -> None:
+    def _recv_queue(self, out, spans: np.ndarray, t0: int, W: int) -> None:
+        """$RECEIVE queues: each server process serves whole transactions (first to last
+        server visit) FCFS; a span that finds its server busy waits (RECV-QTIME). The wait is
+        accounted in the step the span ends and does not delay the transaction."""
         T = self.tables["process"]
-        if out.get("process") is None or "RECV-QTIME" not in T.entity:
+        if out.get("process") is None or "RECV-QTIME" not in T.entity or spans.shape[0] == 0:
             return
-        role = self.st_role[g]
-        srv = role == R["server"]
-        if not srv.any():
-            return
-        # first and last server visit per transaction, counted only when the first one is new
-        tj = jt[srv]
-        idx = np.flatnonzero(srv)
-        firsts = np.r_[True, tj[1:] != tj[:-1]]
-        lasts = np.r_[tj[1:] != tj[:-1], True]
-        fi, li = idx[firsts], idx[lasts]
-        fresh = proc[fi] >= 0
-        fi, li = fi[fresh], li[fresh]
-        if fi.size == 0:
-            return
-        a = arr[fi]
-        span = np.maximum(dep[li] - a, 1)
-        from collector.node.sched import fcfs
-
-        order, d = fcfs(proc[fi], a, span)
+        p = spans[:, 0]
+        a = spans[:, 1] - t0
+        span = np.maximum(spans[:, 2] - spans[:, 1], 1)
+        order, d = fcfs(p, a, span)
         wait = (d - span[order]) - a[order]
-        p = proc[fi][order]
+        p = p[order]
         c = T.entity.index("RECV-QTIME")
         acc, lev, peak = out["process"]
         acc[:, c] += np.bincount(p, weights=wait, minlength=T.n)[: T.n]
@@ -1332,6 +1079,8 @@ class Node:
                 acc = np.zeros((ms.size, nc))
                 lev = np.zeros((ms.size, nc))
                 peak = np.zeros((ms.size, nc))
+            elif ms.size == T.n:  # every slot measured: this step's own buffers, no gather
+                acc, lev, peak = o
             else:
                 acc, lev, peak = (x[ms] for x in o)
             kinds = self.kind_of[e]
@@ -1483,6 +1232,12 @@ class Node:
             hit |= (v >= 0) & np.isin(v, victims)
         self.stats.aborted += int(hit.sum())
         self._keep(~hit)
+        # visits queued or in service at the failed CPU start again (on the backup CPU)
+        m = self.txm
+        there = (m[:, des.C_PH] == 1) & (m[:, des.C_ST] == cpu)
+        m[there, des.C_PH] = 0
+        m[there, des.C_EV] = at_us
+        m[there, des.C_INSERV] = 0
         self._failed_victims = getattr(self, "_failed_victims", {})
         self._failed_victims[cpu] = victims
         for s in victims:

@@ -129,6 +129,46 @@ class TcpSpec(_M):
     program: str = "$SYSTEM.SYSTEM.PATHTCP2"
 
 
+_COUNTER_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,15}$"
+
+
+class UserCounterSpec(_M):
+    """A user-defined counter a server class's program declares (MEASURE USERDEF).
+
+    ``measures``: ``response`` (a QUEUE counter: Σ server response time of completed requests,
+    level = requests in flight) or ``transactions`` (ACCUM/FACCUM: completed requests);
+    omitted, it follows from the type (QUEUE → response, ACCUM/FACCUM → transactions).
+    """
+
+    name: str = Field(pattern=_COUNTER_NAME)
+    type: Literal["ACCUM", "FACCUM", "QUEUE"]
+    measures: Literal["response", "transactions"] | None = None
+
+    @field_validator("name", "type", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.strip().upper() if isinstance(v, str) else v
+
+    def what(self) -> str:
+        if self.measures is not None:
+            want = "QUEUE" if self.measures == "response" else "ACCUM or FACCUM"
+            if (self.type == "QUEUE") != (self.measures == "response"):
+                raise ValueError(
+                    f"user counter {self.name}: measures {self.measures} needs "
+                    f"type {want}, got {self.type}"
+                )
+            return self.measures
+        return "response" if self.type == "QUEUE" else "transactions"
+
+
+# Figure 3 of "Capacity planning with MEASURE" (1986): a response-time QUEUE counter and a
+# THROUGHPUT ACCUM counter in every application server (ADD COUNTER RESP-TIME … QUEUE).
+DEFAULT_USER_COUNTERS = (
+    UserCounterSpec(name="RESP-TIME", type="QUEUE"),
+    UserCounterSpec(name="THROUGHPUT", type="ACCUM"),
+)
+
+
 class ServerClassSpec(_M):
     name: str
     program: str
@@ -138,6 +178,9 @@ class ServerClassSpec(_M):
     dynamic: int = Field(default=0, ge=0, le=4096)
     cpus: list[int] | Literal["all"] = "all"
     opens: list[str] = Field(default_factory=list)
+    user_counters: list[UserCounterSpec] = Field(
+        default_factory=lambda: list(DEFAULT_USER_COUNTERS)
+    )
 
 
 class PathwaySpec(_M):
@@ -164,6 +207,51 @@ class ProcessSpec(_M):
     opens: list[str] = Field(default_factory=list)
 
 
+class CodeRangeSpec(_M):
+    """One code range (procedure) of a program file, with its share of the busy samples."""
+
+    space: Literal["UC", "UCR", "UL", "ULR", "SC", "SCR", "SL", "SLR"]
+    range: str = Field(min_length=1, max_length=1024)
+    weight: float = Field(gt=0)
+
+
+# Where a process's CPU time goes when its program file has no code_ranges entry: its own code
+# (UC), the system library (SL: file system, message system) and system code (SC).
+DEFAULT_CODE_RANGES = (
+    CodeRangeSpec(space="UC", range="MAIN", weight=0.10),
+    CodeRangeSpec(space="UC", range="PROCESS^REQUEST", weight=0.40),
+    CodeRangeSpec(space="UC", range="FORMAT^REPLY", weight=0.10),
+    CodeRangeSpec(space="SL", range="FILE^SYSTEM", weight=0.25),
+    CodeRangeSpec(space="SC", range="MESSAGE^SYSTEM", weight=0.15),
+)
+
+
+class ProcesshSpec(_M):
+    """PROCESSH: program-counter sampling of busy processes."""
+
+    rate_hz: float = Field(default=100.0, gt=0, le=10_000)
+    default: list[CodeRangeSpec] = Field(default_factory=lambda: list(DEFAULT_CODE_RANGES))
+    programs: dict[str, list[CodeRangeSpec]] = Field(default_factory=dict)
+
+
+class TapeUserSpec(_M):
+    process: str  # a batch (or other) process that reads or writes one tape block per block
+    op: Literal["read", "write"]
+
+
+class TapeSpec(_M):
+    """Tape drives (MEASURE DEVICE entities) used by batch jobs, one I/O per block."""
+
+    name: str = Field(pattern=r"^\$[A-Z]([A-Z0-9]|\{i\}){0,8}$")
+    count: int = Field(default=1, ge=1, le=64)
+    cpu: CpuRef = "rr"
+    pin: int | None = Field(default=None, ge=0, le=255)
+    block_bytes: int = Field(default=4096, gt=0)
+    speed_kbs: float = Field(default=500.0, gt=0, description="streaming transfer rate")
+    overhead_ms: float = Field(default=2.0, ge=0, description="per-I/O start/stop overhead")
+    users: list[TapeUserSpec] = Field(default_factory=list)
+
+
 class NodeSpec(_M):
     system: SystemSpec
     processor: ProcessorSpec
@@ -174,6 +262,8 @@ class NodeSpec(_M):
     files: list[FileSpec] = Field(default_factory=list)
     processes: list[ProcessSpec] = Field(default_factory=list)
     batch: list[ProcessSpec] = Field(default_factory=list)
+    processh: ProcesshSpec = Field(default_factory=ProcesshSpec)
+    tapes: list[TapeSpec] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- expanded form
@@ -211,6 +301,8 @@ class Topology:
     server_classes: list[dict[str, Any]] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
     partitions: list[dict[str, Any]] = field(default_factory=list)  # (file, volume)
+    processh: dict[str, Any] = field(default_factory=dict)  # rate_hz, default, programs
+    tapes: list[dict[str, Any]] = field(default_factory=list)
 
     def proc_index(self, name: str) -> int:
         for i, p in enumerate(self.processes):
@@ -496,6 +588,19 @@ def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
                         opens=opens,
                     )
                 )
+            seen_uc: set[str] = set()
+            ucs = []
+            for ui, uc in enumerate(sc.user_counters):
+                try:
+                    what = uc.what()
+                except ValueError as exc:
+                    raise bad(f"{where}.user_counters[{ui}]", str(exc)) from None
+                if uc.name in seen_uc:
+                    raise bad(
+                        f"{where}.user_counters[{ui}].name", f"counter {uc.name} is declared twice"
+                    )
+                seen_uc.add(uc.name)
+                ucs.append({"name": uc.name, "type": uc.type, "measures": what})
             topo.server_classes.append(
                 {
                     "name": sc.name,
@@ -503,6 +608,8 @@ def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
                     "n_static": n_static,
                     "n_dynamic": sc.dynamic,
                     "priority": sc.priority,
+                    "program": sc.program,
+                    "user_counters": ucs,
                 }
             )
     for key, lst in (("processes", spec.processes), ("batch", spec.batch)):
@@ -521,6 +628,54 @@ def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
                         opens=opens,
                     )
                 )
+
+    # PROCESSH sampling and tape drives (collector/node/extras.py)
+    def ranges(lst: list[CodeRangeSpec]) -> list[dict[str, Any]]:
+        return [{"space": r.space, "range": r.range, "weight": r.weight} for r in lst]
+
+    for prog, lst in spec.processh.programs.items():
+        if not lst:
+            raise bad(f"processh.programs.{prog}", "give at least one code range")
+    if not spec.processh.default:
+        raise bad("processh.default", "give at least one code range")
+    topo.processh = {
+        "rate_hz": spec.processh.rate_hz,
+        "default": ranges(spec.processh.default),
+        "programs": {k.upper(): ranges(v) for k, v in spec.processh.programs.items()},
+    }
+    proc_names = {p.name for p in procs}
+    tape_names: set[str] = set()
+    for ti, tp in enumerate(spec.tapes):
+        for ui, u in enumerate(tp.users):
+            if u.process not in proc_names:
+                raise bad(
+                    f"tapes[{ti}].users[{ui}].process",
+                    f"process {u.process} is not defined under batch: or processes:",
+                )
+        for i in range(tp.count):
+            name = _expand_name(tp.name, i, tp.count)
+            if name in tape_names or name in seen:
+                raise bad(f"tapes[{ti}].name", f"device {name} is defined twice")
+            tape_names.add(name)
+            if tp.cpu == "rr":
+                c = rr % ncpu
+                rr += 1
+            else:
+                c = cpu_ok(tp.cpu, f"tapes[{ti}].cpu")
+            topo.tapes.append(
+                {
+                    "name": name,
+                    "cpu": c,
+                    # the tape's I/O process (not modelled as a PROCESS): PIN 250, 251 … per CPU
+                    "pin": tp.pin + i
+                    if tp.pin is not None
+                    else 250 + sum(1 for x in topo.tapes if x["cpu"] == c),
+                    "block_bytes": tp.block_bytes,
+                    "service_us": tp.overhead_ms * 1000.0
+                    + tp.block_bytes / (tp.speed_kbs * 1024.0) * 1e6,
+                    "users": {u.process: u.op for u in tp.users},
+                }
+            )
     return topo
 
 
