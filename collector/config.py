@@ -63,7 +63,7 @@ class CollectorSettings(DatabaseSettings):
                                description="days of history simulated on first start")
     interval_seconds: int = Field(default=60, ge=1, le=86_400,
                                   description="interval of the default measurement")
-    step_seconds: int = Field(default=10, ge=1, le=3600,
+    step_seconds: int = Field(default=60, ge=1, le=3600,
                               description="the node's step grid; live mode advances on it")
     heartbeat_seconds: float = Field(default=5.0, gt=0, le=300)
     spool_dir: Path | None = Field(default=None, description="default: <data_dir>/spool")

@@ -526,6 +526,10 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         collector.start_scheduler()
         collector.live()
     except KeyboardInterrupt:
+        try:  # store what was measured since the last slice (e.g. start copies)
+            collector.writer.flush(collector.pipeline.take(collector.node.now_us))
+        except SpoolFull:
+            pass
         log.info("stopping: copies up to %s are stored", to_ts(max(collector.writer.durable_until_us, 0)))
     except SpoolFull as exc:
         raise CollectorConfigError(str(exc)) from None
