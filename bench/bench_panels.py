@@ -14,6 +14,7 @@ are marked "raw" (their cost is that of window_sums over 30 days of records, not
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -32,6 +33,9 @@ from tests.dashboards.panels import dashboard_files, queries_of  # noqa: E402
 warnings.filterwarnings("ignore")
 END = datetime(2025, 1, 1, tzinfo=UTC)
 START = END - timedelta(days=365)
+# BENCH_REUSE=1: keep the database of the previous run (same data) and only re-apply the
+# schema; for iterating on SQL. Reported figures come from a fresh run (the default).
+REUSE = os.environ.get("BENCH_REUSE") == "1"
 RAW = ("report_busy_process", "report_process_activity", "report_process_summary", "report_file_summary",
        "report_discopen_summary", "report_transaction_resource")
 LOAD = ("least(1.0, greatest(0.05, 0.45 + 0.35 * sin(2 * pi() * (extract(epoch FROM h) / 3600.0 - 8) / 24)"
@@ -103,6 +107,11 @@ def populate(url: str) -> None:
         c.execute("ANALYZE")
 
 
+def _populated(admin: str) -> bool:
+    with psycopg.connect(admin, autocommit=True) as c:
+        return c.execute("SELECT 1 FROM pg_database WHERE datname = 'bench_panels'").fetchone() is not None
+
+
 def variables(conn: psycopg.Connection, path: Path, tr: TimeRange) -> tuple[dict, list[str]]:
     dash = json.loads(path.read_text(encoding="utf-8"))
     values: dict[str, object] = {}
@@ -132,14 +141,19 @@ def median_ms(conn: psycopg.Connection, sql: str, n: int = 5) -> tuple[float, in
 
 
 def main() -> None:
-    server = start_embedded(Path(".data/bench"), dbname="postgres")
+    server = start_embedded(Path(".data/bench-panels"), dbname="postgres")
     admin = server.admin_url()
-    drop_database(admin, "bench_panels")
-    ensure_database(admin, "bench_panels")
     url = with_dbname(admin, "bench_panels")
     t = time.perf_counter()
-    schema.apply(url, mode="off")
-    populate(url)
+    if REUSE and _populated(admin):
+        schema.apply(url, mode="off")  # the schema of this checkout on the data of the last run
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("VACUUM ANALYZE")
+    else:
+        drop_database(admin, "bench_panels")
+        ensure_database(admin, "bench_panels")
+        schema.apply(url, mode="off")
+        populate(url)
     setup_s = time.perf_counter() - t
     ranges = {"30 d": (TimeRange(END - timedelta(days=30), END), 6 * 3600),
               "1 y": (TimeRange(START, END), 86400)}

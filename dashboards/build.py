@@ -256,7 +256,7 @@ SELECT h.hour_at AS "time", h.cpu AS "CPU #", to_char(h.local_hour, 'YYYY-MM-DD 
        h.qlen_avg, h.swap_avg, h.busy_avg, h.ibusy_avg, b.broken
   FROM (SELECT c.hour_at, c.subject, min(c.shift_no) AS shift_no,
                string_agg(c.item || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS broken
-          FROM measure.threshold_check({RANGE}, 'cpu') c
+          FROM measure.threshold_check({RANGE}, 'cpu', NULL, true) c
          WHERE c.broken AND c.shift_no IN ($shift) AND c.subject IN ($cpu)
          GROUP BY c.hour_at, c.subject) b
   JOIN measure.cpu_hour h ON h.system_name = '$system' AND h.hour_at = b.hour_at AND h.cpu::text = b.subject
@@ -277,7 +277,7 @@ SELECT h.hour_at AS "time", h.cpu AS "CPU #", to_char(h.local_hour, 'YYYY-MM-DD 
 WITH v AS (
     SELECT $__timeGroupAlias(hour_at,$__interval), subject, max(value) AS value,
            max(operator || ' ' || limit_value) AS rule, max(limit_value) AS lim
-      FROM measure.threshold_check({RANGE}, '{entity}') c
+      FROM measure.threshold_check({RANGE}, '{entity}', '{item}') c
      WHERE {where} AND c.shift_no IN ($shift)
      GROUP BY 1, 2)
 SELECT "time", {label} AS metric, value FROM v
@@ -292,7 +292,7 @@ SELECT c.hour_at AS "time", c.hour_at + INTERVAL '1 hour' AS timeend,
        c.entity || ' ' || c.subject || ': ' ||
        string_agg(c.item || ' ' || round(c.value, 1) || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS text,
        c.entity || ',threshold' AS tags
-  FROM measure.threshold_check({RANGE}) c
+  FROM measure.threshold_check({RANGE}, NULL, NULL, true) c
  WHERE c.broken AND c.shift_no IN ($shift)
  GROUP BY c.hour_at, c.entity, c.subject
  ORDER BY 1""", "table", "Anno"),

@@ -76,30 +76,45 @@ GRANT EXECUTE ON FUNCTION measure.loadid(timestamp) TO measure_writer, measure_a
 -- ---------------------------------------------------------------- one measurement per hour
 
 -- Per entity and hour, the row of the measurement with the most measured time (ties: the
--- lower measurement_id). Every reading of the hour tiers goes through these views.
+-- lower measurement_id). Every reading of the hour tiers goes through these views. Which
+-- row wins is decided when the hour is condensed (_measure.hour_shadow holds the losers,
+-- schema/050-read-paths.sql), so a view is the hour tier minus those rows: an anti-join
+-- that the planner flattens into the reader, keeping its time range an index range scan.
 CREATE OR REPLACE VIEW _measure.cpu_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.cpu_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.cpu_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.cpu_hour_best TO measure_writer;
 CREATE OR REPLACE VIEW _measure.disc_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.disc_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.disc_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.disc_hour_best TO measure_writer;
 CREATE OR REPLACE VIEW _measure.line_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.line_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.line_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.line_hour_best TO measure_writer;
 CREATE OR REPLACE VIEW _measure.process_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.process_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.process_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.process_hour_best TO measure_writer;
 CREATE OR REPLACE VIEW _measure.userdef_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.userdef_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.userdef_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.userdef_hour_best TO measure_writer;
 CREATE OR REPLACE VIEW _measure.tmf_hour_best AS
-SELECT DISTINCT ON (system_id, entity_id, hour_at) *
-  FROM _measure.tmf_hour ORDER BY system_id, entity_id, hour_at, elapsed_us DESC, measurement_id;
+SELECT h.* FROM _measure.tmf_hour h
+ WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
 GRANT SELECT ON _measure.tmf_hour_best TO measure_writer;
 
 -- A user counter's TYPE (ACCUM, FACCUM, BUSY, QUEUE, QBUSY) from its measurement's CONTAB.
@@ -384,10 +399,70 @@ RETURNS integer LANGUAGE sql AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.note_intervals(smallint, timestamptz, timestamptz) TO measure_writer;
 
+-- Decide, for the given hours, which measurement's row of an entity-hour counts (see
+-- _measure.<entity>_hour_best): the others are recorded in _measure.hour_shadow.
+CREATE OR REPLACE FUNCTION _measure.condense_shadow(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE sql AS $$
+    DELETE FROM _measure.hour_shadow WHERE system_id = p_system AND hour_at = ANY (p_hours);
+    INSERT INTO _measure.hour_shadow (system_id, entity, entity_id, measurement_id, hour_at)
+    SELECT p_system, x.entity, x.entity_id, x.measurement_id, x.hour_at
+      FROM (SELECT x.*, row_number() OVER (PARTITION BY x.entity_id, x.hour_at
+                                           ORDER BY x.elapsed_us DESC, x.measurement_id) AS rn
+              FROM (SELECT 'cpu' AS entity, entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.cpu_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)
+                    UNION ALL
+                    SELECT 'disc', entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.disc_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)
+                    UNION ALL
+                    SELECT 'line', entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.line_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)
+                    UNION ALL
+                    SELECT 'process', entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.process_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)
+                    UNION ALL
+                    SELECT 'userdef', entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.userdef_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)
+                    UNION ALL
+                    SELECT 'tmf', entity_id, measurement_id, hour_at, elapsed_us
+                      FROM _measure.tmf_hour WHERE system_id = p_system AND hour_at = ANY (p_hours)) x
+                  ) x
+     WHERE x.rn > 1
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_shadow(smallint, timestamptz[]) TO measure_writer;
+
+-- Figure 2's line of the given local days (_measure.cpu_trend_day): per day, the hour with
+-- the largest average CPU queue length of any CPU (ties: earliest hour, then lowest CPU);
+-- DELT = max - min over the CPUs in that hour. measure.report_cpu_trend reads the result.
+CREATE OR REPLACE FUNCTION _measure.condense_trend_days(p_system smallint, p_days date[])
+RETURNS void LANGUAGE sql AS $$
+    DELETE FROM _measure.cpu_trend_day WHERE system_id = p_system AND day = ANY (p_days);
+    INSERT INTO _measure.cpu_trend_day (system_id, day, hour_at, entity_id, cpu, qlen_max, qlen_delt,
+                                        swap_max, busy_max, busy_delt)
+    WITH h AS (
+        SELECT c.hour_at, c.entity_id, c.cpu, c.qlen_avg, c.local_hour::date AS day,
+               max(c.qlen_avg) OVER w AS hq_max, min(c.qlen_avg) OVER w AS hq_min,
+               max(c.swap_avg) OVER w AS hs_max, max(c.busy_avg) OVER w AS hb_max,
+               min(c.busy_avg) OVER w AS hb_min
+          FROM measure.cpu_hour c
+         WHERE c.system_id = p_system
+           AND c.hour_at >= ((SELECT min(d) FROM unnest(p_days) d) + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+           AND c.hour_at < ((SELECT max(d) FROM unnest(p_days) d) + 2 + time '00:00') AT TIME ZONE 'UTC'
+        WINDOW w AS (PARTITION BY c.hour_at))
+    SELECT DISTINCT ON (h.day) p_system, h.day, h.hour_at, h.entity_id, h.cpu,
+           h.hq_max, h.hq_max - h.hq_min, h.hs_max, h.hb_max, h.hb_max - h.hb_min
+      FROM h
+     WHERE h.day = ANY (p_days)
+     ORDER BY h.day, h.qlen_avg DESC NULLS LAST, h.hour_at, h.cpu
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_trend_days(smallint, date[]) TO measure_writer;
+
 -- Recompute the shifts that contain the given hours, then their months and years, from the
 -- hour tiers (which must already be current for those hours).
+-- The items of a day of 2,000 entities are ~200,000 rows: they are grouped by hashing, in
+-- memory (work_mem and enable_sort for this function only; sorting them by subject text
+-- took seconds).
 CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[])
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
@@ -395,6 +470,11 @@ BEGIN
     CREATE TEMP TABLE IF NOT EXISTS _aff_shift (shift_day date, shift_no smallint,
                                                 start_at timestamptz, end_at timestamptz)
         ON COMMIT DROP;
+    PERFORM _measure.condense_shadow(p_system, p_hours);
+    PERFORM _measure.condense_breaches(p_system, p_hours);  -- 040-dashboards.sql
+    PERFORM _measure.condense_trend_days(p_system, ARRAY(
+        SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
+          FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));
     TRUNCATE _aff_shift;
     INSERT INTO _aff_shift
     SELECT DISTINCT s.shift_day, s.shift_no, b.start_at, b.end_at
@@ -410,14 +490,25 @@ BEGIN
      WHERE t.system_id = p_system AND t.shift_day = a.shift_day AND t.shift_no = a.shift_no;
     INSERT INTO _measure.tier_shift (system_id, entity, subject, item, shift_day, shift_no, hours,
                                      shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax)
+    -- the hour items are read once (MATERIALIZED), then matched to their shift by hour: every
+    -- UTC hour start inside each affected shift (an equi-join; joined the other way round,
+    -- the planner re-read the items once per affected shift)
+    WITH i AS MATERIALIZED (
+        SELECT * FROM _measure.hour_item
+         WHERE system_id = p_system AND hour_at >= v_lo AND hour_at < v_hi),
+    a AS MATERIALIZED (
+        SELECT a.*, h AS hour_at
+          FROM _aff_shift a
+         CROSS JOIN LATERAL generate_series(
+               date_bin(INTERVAL '1 hour', a.start_at + INTERVAL '1 hour' - INTERVAL '1 microsecond',
+                        TIMESTAMPTZ '2000-01-01 00:00:00+00'),
+               a.end_at - INTERVAL '1 microsecond', INTERVAL '1 hour') h)
     SELECT p_system, i.entity, i.subject, i.item, a.shift_day, a.shift_no,
            count(*), extract(epoch FROM a.end_at - a.start_at) / 3600,
            sum(i.samples), sum(i.elapsed_us),
            coalesce(sum(i.value * i.weight), 0), coalesce(sum(i.weight) FILTER (WHERE i.value IS NOT NULL), 0),
            min(i.value), max(i.value)
-      FROM _measure.hour_item i
-      JOIN _aff_shift a ON i.hour_at >= a.start_at AND i.hour_at < a.end_at
-     WHERE i.system_id = p_system AND i.hour_at >= v_lo AND i.hour_at < v_hi
+      FROM i JOIN a ON a.hour_at = i.hour_at
      GROUP BY i.entity, i.subject, i.item, a.shift_day, a.shift_no, a.start_at, a.end_at;
 
     DELETE FROM _measure.tier_month t
@@ -450,6 +541,23 @@ BEGIN
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_upper(smallint, timestamptz[]) TO measure_writer;
+
+-- A database condensed before schema/050-read-paths.sql: its trend lines, computed once
+-- (a system with CPU hours but no trend line yet).
+DO $backfill$
+DECLARE
+    v_sys smallint;
+BEGIN
+    FOR v_sys IN SELECT s.system_id FROM _measure.system s
+                  WHERE EXISTS (SELECT 1 FROM _measure.cpu_hour h WHERE h.system_id = s.system_id)
+                    AND NOT EXISTS (SELECT 1 FROM _measure.cpu_trend_day t WHERE t.system_id = s.system_id) LOOP
+        PERFORM _measure.condense_trend_days(v_sys, ARRAY(
+            SELECT DISTINCT (h.hour_at AT TIME ZONE s.time_zone)::date
+              FROM _measure.cpu_hour h JOIN _measure.system s USING (system_id)
+             WHERE h.system_id = v_sys));
+    END LOOP;
+END
+$backfill$;
 
 -- Why raw data older than p_cutoff may not be dropped yet (NULL: it may).
 CREATE OR REPLACE FUNCTION _measure.purge_blocker(p_cutoff timestamptz)

@@ -1,10 +1,16 @@
 -- 021-condense, plain PostgreSQL: the hour tiers are tables; _measure.condense recomputes
 -- exactly the hours that _measure.note_intervals marked dirty (API: 020-tiers.sql).
 
+-- Each *_hour_rows function groups a batch of interval records (a day of 1,856 processes:
+-- 2.7 million) into hour rows. Sorting them for the grouping spilled about 1 GB to disk, so
+-- the functions aggregate by hashing, in memory (tens of MB per day of 2,000 entities):
+-- work_mem and enable_sort are set for these functions only.
+
 -- The cpu hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.cpu_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.cpu_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.cpu_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.cpu_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,
@@ -46,7 +52,8 @@ GRANT EXECUTE ON FUNCTION _measure.cpu_hour_rows(smallint, timestamptz[]) TO mea
 -- The disc hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.disc_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.disc_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.disc_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.disc_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,
@@ -84,7 +91,8 @@ GRANT EXECUTE ON FUNCTION _measure.disc_hour_rows(smallint, timestamptz[]) TO me
 -- The line hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.line_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.line_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.line_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.line_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,
@@ -115,7 +123,8 @@ GRANT EXECUTE ON FUNCTION _measure.line_hour_rows(smallint, timestamptz[]) TO me
 -- The process hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.process_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.process_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.process_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.process_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,
@@ -147,7 +156,8 @@ GRANT EXECUTE ON FUNCTION _measure.process_hour_rows(smallint, timestamptz[]) TO
 -- The userdef hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.userdef_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.userdef_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.userdef_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.userdef_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,
@@ -168,7 +178,8 @@ GRANT EXECUTE ON FUNCTION _measure.userdef_hour_rows(smallint, timestamptz[]) TO
 -- The tmf hour rows of the given UTC hours (the same SELECT as the TimescaleDB
 -- continuous aggregate _measure.tmf_hour; tests/schema/test_tiers.py compares them).
 CREATE OR REPLACE FUNCTION _measure.tmf_hour_rows(p_system smallint, p_hours timestamptz[])
-RETURNS SETOF _measure.tmf_hour LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.tmf_hour LANGUAGE sql STABLE
+SET work_mem = '256MB' SET enable_sort = off AS $$
 SELECT system_id, entity_id, measurement_id,
        date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
        min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,

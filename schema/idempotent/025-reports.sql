@@ -51,31 +51,62 @@ RETURNS TABLE (entity text, subject text, hour_at timestamptz, time_of_day text,
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_sys smallint := measure.system_id_of(p_system);
+    v_items text;
 BEGIN
     IF p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
         RAISE EXCEPTION 'unknown entity %', p_entity USING ERRCODE = 'invalid_parameter_value',
               HINT = 'entity: one of cpu, disc, line, process, userdef, tmf';
     END IF;
+    -- the items of the thresholds in force that are columns of the hour view, each read as
+    -- numeric (an item naming no column has no value and never breaks)
+    SELECT string_agg(format('(%L, %s)', a.attname,
+                             CASE WHEN a.atttypid = 'numeric'::regtype THEN format('v.%I', a.attname)
+                                  ELSE format('v.%I::text::numeric', a.attname) END), ', ')
+      INTO v_items
+      FROM (SELECT DISTINCT t.item FROM measure.threshold t
+             WHERE t.system_id = v_sys AND t.entity = p_entity) t
+      JOIN pg_attribute a ON a.attrelid = format('measure.%I', p_entity || '_hour')::regclass
+                         AND a.attname = t.item AND a.attnum > 0 AND NOT a.attisdropped;
+    IF v_items IS NULL THEN
+        RETURN;
+    END IF;
+    -- the violations stored at condense time (040-dashboards.sql), while complete for the system
+    IF EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = v_sys) THEN
+        RETURN QUERY
+        SELECT p_entity, b.subject, b.hour_at,
+               to_char(b.hour_at AT TIME ZONE (SELECT s.time_zone FROM _measure.system s WHERE s.system_id = v_sys),
+                       'HH24:MI'),
+               sh.shift_no, b.item, b.value, b.operator, b.limit_value
+          FROM _measure.hour_breach b
+         CROSS JOIN LATERAL _measure.shift_of(v_sys, b.hour_at) sh
+         WHERE b.system_id = v_sys AND b.entity = p_entity
+           -- every hour of shift day p_day lies in [p_day 00:00, p_day + 2 00:00) local time
+           AND b.hour_at >= (p_day + time '00:00') AT TIME ZONE (SELECT s.time_zone FROM _measure.system s WHERE s.system_id = v_sys)
+           AND b.hour_at < (p_day + 2 + time '00:00') AT TIME ZONE (SELECT s.time_zone FROM _measure.system s WHERE s.system_id = v_sys)
+           AND sh.shift_day = p_day AND (p_shift IS NULL OR sh.shift_no = p_shift)
+         ORDER BY b.subject, b.hour_at, b.item;
+        RETURN;
+    END IF;
     RETURN QUERY EXECUTE format($q$
         SELECT %3$L::text, h.subject, h.hour_at, to_char(h.local_hour, 'HH24:MI'), sh.shift_no,
-               t.item, (h.j ->> t.item)::numeric, t.operator, t.limit_value
-          FROM (SELECT v.hour_at, v.local_hour, to_jsonb(v) AS j,
-                       concat_ws(' ', %2$s) AS subject
+               t.item, h.value, t.operator, t.limit_value
+          FROM (SELECT v.hour_at, v.local_hour, x.item, x.value, concat_ws(' ', %2$s) AS subject
                   FROM measure.%1$I v
+                 CROSS JOIN LATERAL (VALUES %4$s) x (item, value)
                  WHERE v.system_id = $1
                    AND v.hour_at >= ($2 - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
                    AND v.hour_at < ($2 + 3 + time '00:00') AT TIME ZONE 'UTC') h
          CROSS JOIN LATERAL _measure.shift_of($1, h.hour_at) sh
-          JOIN measure.threshold t ON t.system_id = $1 AND t.entity = %3$L
+          JOIN measure.threshold t ON t.system_id = $1 AND t.entity = %3$L AND t.item = h.item
          WHERE sh.shift_day = $2 AND ($3 IS NULL OR sh.shift_no = $3)
-           AND measure.breaks((h.j ->> t.item)::numeric, t.operator, t.limit_value)
+           AND measure.breaks(h.value, t.operator, t.limit_value)
          ORDER BY h.subject, h.hour_at, t.item$q$,
         p_entity || '_hour',
         CASE p_entity WHEN 'cpu' THEN 'v.cpu' WHEN 'tmf' THEN 'v.cpu' WHEN 'disc' THEN 'v.volume'
                       WHEN 'line' THEN 'v.line'
                       WHEN 'process' THEN 'v.cpu, v.pin, v.process_name'
                       ELSE 'v.process_name, v.counter_name, v.counter_index' END,
-        p_entity)
+        p_entity, v_items)
     USING v_sys, p_day, p_shift;
 END
 $$;
@@ -101,6 +132,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
       JOIN measure.cpu_hour h
         ON h.system_id = measure.system_id_of(p_system) AND h.hour_at = v.hour_at
        AND h.cpu::text = v.subject
+       -- the hours report_threshold_items reads (a constant range: an index range scan)
+       AND h.hour_at >= (p_day - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
+       AND h.hour_at < (p_day + 3 + time '00:00') AT TIME ZONE 'UTC'
      ORDER BY h.cpu, h.hour_at
 $$;
 REVOKE ALL ON FUNCTION measure.report_threshold(text, date, integer) FROM PUBLIC;
@@ -109,26 +143,21 @@ GRANT EXECUTE ON FUNCTION measure.report_threshold(text, date, integer)
 
 -- Figure 2: per local day, the hour with the largest average CPU queue length of any CPU
 -- (ties: earliest hour, then lowest CPU); DELT = max - min over the CPUs in that hour.
+-- Each day's line is computed when its hours are condensed (_measure.condense_trend_days);
+-- names are joined here, so a renamed system or a new OS version shows at once.
 CREATE OR REPLACE FUNCTION measure.report_cpu_trend(p_system text, p_from date, p_to date)
 RETURNS TABLE (system_name text, day date, loadid text, cpu smallint, cpu_type text,
                os_version text, qlen_max numeric, qlen_delt numeric, swap_max numeric,
                busy_max numeric, busy_delt numeric)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    WITH h AS (
-        SELECT c.*, c.local_hour::date AS day,
-               max(c.qlen_avg) OVER w AS hq_max, min(c.qlen_avg) OVER w AS hq_min,
-               max(c.swap_avg) OVER w AS hs_max, max(c.busy_avg) OVER w AS hb_max,
-               min(c.busy_avg) OVER w AS hb_min
-          FROM measure.cpu_hour c
-         WHERE c.system_id = measure.system_id_of(p_system)
-           AND c.hour_at >= (p_from + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
-           AND c.hour_at < (p_to + 2 + time '00:00') AT TIME ZONE 'UTC'
-        WINDOW w AS (PARTITION BY c.hour_at))
-    SELECT DISTINCT ON (h.day) h.system_name, h.day, h.loadid, h.cpu, h.cpu_type, h.os_version,
-           h.hq_max, h.hq_max - h.hq_min, h.hs_max, h.hb_max, h.hb_max - h.hb_min
-      FROM h
-     WHERE h.day BETWEEN p_from AND p_to
-     ORDER BY h.day, h.qlen_avg DESC NULLS LAST, h.hour_at, h.cpu
+    SELECT s.system_name, t.day, measure.loadid(t.hour_at AT TIME ZONE s.time_zone), t.cpu,
+           e.ids->>'cpu_type', s.os_version, t.qlen_max, t.qlen_delt, t.swap_max, t.busy_max,
+           t.busy_delt
+      FROM _measure.cpu_trend_day t
+      JOIN _measure.system s ON s.system_id = t.system_id
+      JOIN _measure.entity e ON e.entity_id = t.entity_id
+     WHERE t.system_id = measure.system_id_of(p_system) AND t.day BETWEEN p_from AND p_to
+     ORDER BY t.day
 $$;
 REVOKE ALL ON FUNCTION measure.report_cpu_trend(text, date, date) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.report_cpu_trend(text, date, date) TO measure_writer, measure_api, measure_reader;

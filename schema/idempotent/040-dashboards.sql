@@ -16,9 +16,10 @@
 --                                     measure.tier_item. Only the branch of the tier that
 --                                     dashboard_tier picks runs (the others are gated off by
 --                                     a one-time filter), so Grafana needs no logic of its own.
---   measure.threshold_check(system, from, to, entity)
+--   measure.threshold_check(system, from, to, entity, item, broken)
 --                                     every threshold in force (measure.threshold) evaluated
---                                     on every hour row in [from, to]: value, limit, broken.
+--                                     on every hour row in [from, to]: value, limit, broken
+--                                     (optionally only one item, only the broken rows).
 --                                     Items must be columns of measure.<entity>_hour; a
 --                                     threshold naming anything else is reported as an error.
 --   measure.capacity_series(system, from, to, capacity, horizon_days)
@@ -189,12 +190,84 @@ $gen$;
 
 -- ---------------------------------------------------------------- thresholds
 
+-- The items of the thresholds in force for one entity type (of one system, or of all when
+-- p_sys is NULL; of one item when p_item is given) as a VALUES list over the hour view
+-- `v`, NULL when there are none; raises when a threshold names no numeric column.
+CREATE OR REPLACE FUNCTION _measure.threshold_items(p_sys smallint, p_entity text, p_item text)
+RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_bad text;
+    v_items text;
+BEGIN
+    SELECT string_agg(DISTINCT t.item, ', ') INTO v_bad
+      FROM measure.threshold t
+     WHERE t.entity = p_entity AND (p_sys IS NULL OR t.system_id = p_sys)
+       AND NOT EXISTS (SELECT 1 FROM pg_attribute a
+                        WHERE a.attrelid = format('measure.%I', p_entity || '_hour')::regclass
+                          AND a.attname = t.item AND a.attnum > 0 AND NOT a.attisdropped
+                          AND a.atttypid = 'numeric'::regtype);
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'threshold item(s) % of % are not numeric columns of measure.%_hour',
+              v_bad, p_entity, p_entity USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'fix _measure.threshold.item (e.g. busy_max, qlen_delt)';
+    END IF;
+    SELECT string_agg(DISTINCT format('(%L, v.%I)', t.item, t.item), ', ') INTO v_items
+      FROM measure.threshold t WHERE t.entity = p_entity AND (p_sys IS NULL OR t.system_id = p_sys)
+       AND (p_item IS NULL OR t.item = p_item);
+    RETURN v_items;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.threshold_items(smallint, text, text) TO measure_writer;
+
+-- The query that evaluates those items on the hour rows: parameters $1 system (NULL: all),
+-- $2/$3 the range of hour_at, $4 only the broken rows (when true), $5 only these hours
+-- (NULL: all of the range). Columns as measure.threshold_check returns them. p_store: for
+-- _measure.hour_breach, every hour whatever its shift (shift_no NULL: shifts are data, the
+-- readers join them) and unordered.
+DROP FUNCTION IF EXISTS _measure.threshold_query(text, text);
+CREATE OR REPLACE FUNCTION _measure.threshold_query(p_entity text, p_items text, p_store boolean DEFAULT false)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT format($q$
+        SELECT v.system_name, %1$L::text, concat_ws(' ', %2$s), v.hour_at, %5$s,
+               x.item, x.value, t.operator, t.limit_value,
+               coalesce(measure.breaks(x.value, t.operator, t.limit_value), false)
+          FROM measure.%3$I v%6$s
+         CROSS JOIN LATERAL (VALUES %4$s) x (item, value)
+          JOIN measure.threshold t ON t.system_id = v.system_id AND t.entity = %1$L AND t.item = x.item
+         WHERE ($1 IS NULL OR v.system_id = $1) AND v.hour_at >= $2 AND v.hour_at <= $3
+           AND ($4 IS NOT TRUE OR measure.breaks(x.value, t.operator, t.limit_value))
+           AND ($5 IS NULL OR v.hour_at = ANY ($5))%7$s$q$,
+        p_entity,
+        CASE p_entity WHEN 'cpu' THEN 'v.cpu' WHEN 'tmf' THEN 'v.cpu' WHEN 'disc' THEN 'v.volume'
+                      WHEN 'line' THEN 'v.line'
+                      WHEN 'process' THEN 'v.cpu, v.pin, v.process_name'
+                      ELSE 'v.process_name, v.counter_name, v.counter_index' END,
+        p_entity || '_hour', p_items,
+        CASE WHEN p_store THEN 'NULL::smallint' ELSE 'ss.shift_no' END,
+        -- the local time of day once per row (OFFSET 0 keeps it from being inlined into every
+        -- comparison with every shift: a time zone conversion each)
+        CASE WHEN p_store THEN '' ELSE $j$
+         CROSS JOIN LATERAL (SELECT v.local_hour::time AS t OFFSET 0) lt
+          JOIN _measure.system_shift ss ON ss.system_id = v.system_id
+           AND CASE WHEN ss.crosses_midnight THEN lt.t >= ss.begin_time OR lt.t < ss.end_time
+                    ELSE lt.t >= ss.begin_time AND lt.t < ss.end_time END$j$ END,
+        CASE WHEN p_store THEN '' ELSE $o$
+         ORDER BY v.hour_at, 3, x.item$o$ END)
+$$;
+GRANT EXECUTE ON FUNCTION _measure.threshold_query(text, text, boolean) TO measure_writer;
+
 -- Every threshold in force evaluated on every hour row of [p_from, p_to] (all systems when
 -- p_system is NULL; all entity types when p_entity is NULL). subject as in
 -- measure.report_threshold_items: the CPU number, volume, line, "cpu pin process" or
--- "process counter index".
+-- "process counter index". p_item: only the thresholds on that item (a panel of one item
+-- reads one column); p_broken = true: only the rows that break their threshold, read from
+-- the violations stored at condense time (_measure.hour_breach) when they are complete for
+-- the system. Both only filter: the rows returned are exactly those of the full call that
+-- have item = p_item / broken.
+DROP FUNCTION IF EXISTS measure.threshold_check(text, timestamptz, timestamptz, text);
 CREATE OR REPLACE FUNCTION measure.threshold_check(p_system text, p_from timestamptz, p_to timestamptz,
-                                                   p_entity text DEFAULT NULL)
+                                                   p_entity text DEFAULT NULL, p_item text DEFAULT NULL,
+                                                   p_broken boolean DEFAULT NULL)
 RETURNS TABLE (system_name text, entity text, subject text, hour_at timestamptz, shift_no smallint,
                item text, value numeric, operator text, limit_value numeric, broken boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -202,55 +275,111 @@ DECLARE
     v_sys smallint := CASE WHEN p_system IS NULL THEN NULL ELSE measure.system_id_of(p_system) END;
     v_ent text;
     v_items text;
-    v_bad text;
 BEGIN
     IF p_entity IS NOT NULL AND p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
         RAISE EXCEPTION 'unknown entity %', p_entity USING ERRCODE = 'invalid_parameter_value',
               HINT = 'entity: one of cpu, disc, line, process, userdef, tmf';
     END IF;
+    IF p_broken AND v_sys IS NOT NULL
+       AND EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = v_sys) THEN
+        RETURN QUERY
+        SELECT s.system_name, b.entity, b.subject, b.hour_at, ss.shift_no, b.item, b.value,
+               b.operator, b.limit_value, true
+          FROM _measure.hour_breach b
+          JOIN _measure.system s ON s.system_id = b.system_id
+         CROSS JOIN LATERAL (SELECT (b.hour_at AT TIME ZONE s.time_zone)::time AS t OFFSET 0) lt
+          JOIN _measure.system_shift ss ON ss.system_id = b.system_id
+           AND CASE WHEN ss.crosses_midnight THEN lt.t >= ss.begin_time OR lt.t < ss.end_time
+                    ELSE lt.t >= ss.begin_time AND lt.t < ss.end_time END
+         WHERE b.system_id = v_sys AND b.hour_at >= p_from AND b.hour_at <= p_to
+           AND (p_entity IS NULL OR b.entity = p_entity) AND (p_item IS NULL OR b.item = p_item)
+         ORDER BY b.entity, b.hour_at, b.subject, b.item;
+        RETURN;
+    END IF;
     FOR v_ent IN SELECT DISTINCT t.entity FROM measure.threshold t
                   WHERE (v_sys IS NULL OR t.system_id = v_sys) AND (p_entity IS NULL OR t.entity = p_entity)
                   ORDER BY 1 LOOP
-        SELECT string_agg(DISTINCT t.item, ', ') INTO v_bad
-          FROM measure.threshold t
-         WHERE t.entity = v_ent AND (v_sys IS NULL OR t.system_id = v_sys)
-           AND NOT EXISTS (SELECT 1 FROM pg_attribute a
-                            WHERE a.attrelid = format('measure.%I', v_ent || '_hour')::regclass
-                              AND a.attname = t.item AND a.attnum > 0 AND NOT a.attisdropped
-                              AND a.atttypid = 'numeric'::regtype);
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'threshold item(s) % of % are not numeric columns of measure.%_hour',
-                  v_bad, v_ent, v_ent USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'fix _measure.threshold.item (e.g. busy_max, qlen_delt)';
-        END IF;
-        SELECT string_agg(DISTINCT format('(%L, v.%I)', t.item, t.item), ', ') INTO v_items
-          FROM measure.threshold t WHERE t.entity = v_ent AND (v_sys IS NULL OR t.system_id = v_sys);
-        RETURN QUERY EXECUTE format($q$
-            SELECT v.system_name, %1$L::text, concat_ws(' ', %2$s), v.hour_at, ss.shift_no,
-                   x.item, x.value, t.operator, t.limit_value,
-                   coalesce(measure.breaks(x.value, t.operator, t.limit_value), false)
-              FROM measure.%3$I v
-              JOIN _measure.system_shift ss ON ss.system_id = v.system_id
-               AND CASE WHEN ss.crosses_midnight
-                        THEN v.local_hour::time >= ss.begin_time OR v.local_hour::time < ss.end_time
-                        ELSE v.local_hour::time >= ss.begin_time AND v.local_hour::time < ss.end_time END
-             CROSS JOIN LATERAL (VALUES %4$s) x (item, value)
-              JOIN measure.threshold t ON t.system_id = v.system_id AND t.entity = %1$L AND t.item = x.item
-             WHERE ($1 IS NULL OR v.system_id = $1) AND v.hour_at >= $2 AND v.hour_at <= $3
-             ORDER BY v.hour_at, 3, x.item$q$,
-            v_ent,
-            CASE v_ent WHEN 'cpu' THEN 'v.cpu' WHEN 'tmf' THEN 'v.cpu' WHEN 'disc' THEN 'v.volume'
-                       WHEN 'line' THEN 'v.line'
-                       WHEN 'process' THEN 'v.cpu, v.pin, v.process_name'
-                       ELSE 'v.process_name, v.counter_name, v.counter_index' END,
-            v_ent || '_hour', v_items)
-        USING v_sys, p_from, p_to;
+        v_items := _measure.threshold_items(v_sys, v_ent, p_item);
+        CONTINUE WHEN v_items IS NULL;
+        RETURN QUERY EXECUTE _measure.threshold_query(v_ent, v_items)
+        USING v_sys, p_from, p_to, p_broken, NULL::timestamptz[];
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION measure.threshold_check(text, timestamptz, timestamptz, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION measure.threshold_check(text, timestamptz, timestamptz, text)
+REVOKE ALL ON FUNCTION measure.threshold_check(text, timestamptz, timestamptz, text, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.threshold_check(text, timestamptz, timestamptz, text, text, boolean)
     TO measure_writer, measure_api, measure_reader;
+
+-- Keep the stored violations of one system (called by _measure.condense_upper after the hour
+-- tiers and _measure.hour_shadow of p_hours are current): those of p_hours when the
+-- system's violations are complete, else all of its hours (first condensing after a
+-- threshold or definition change). Thresholds that cannot be evaluated (an item that is no
+-- column) leave the system incomplete: readers evaluate, and report that error themselves.
+CREATE OR REPLACE FUNCTION _measure.condense_breaches(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_all boolean := NOT EXISTS (SELECT 1 FROM _measure.breach_state WHERE system_id = p_system);
+    v_hours timestamptz[] := CASE WHEN v_all THEN NULL ELSE p_hours END;
+    v_from timestamptz := CASE WHEN v_all THEN '-infinity' ELSE (SELECT min(h) FROM unnest(p_hours) h) END;
+    v_to timestamptz := CASE WHEN v_all THEN 'infinity' ELSE (SELECT max(h) FROM unnest(p_hours) h) END;
+    v_ent text;
+    v_items text;
+BEGIN
+    IF v_all THEN
+        DELETE FROM _measure.hour_breach WHERE system_id = p_system;
+    ELSE
+        DELETE FROM _measure.hour_breach WHERE system_id = p_system AND hour_at = ANY (p_hours);
+    END IF;
+    BEGIN
+        FOR v_ent IN SELECT DISTINCT t.entity FROM measure.threshold t WHERE t.system_id = p_system LOOP
+            v_items := _measure.threshold_items(p_system, v_ent, NULL);
+            CONTINUE WHEN v_items IS NULL;
+            EXECUTE 'INSERT INTO _measure.hour_breach (system_id, entity, subject, hour_at, item, value, '
+                    'operator, limit_value) SELECT $1, q.entity, q.subject, q.hour_at, q.item, q.value, '
+                    'q.operator, q.limit_value FROM (' || _measure.threshold_query(v_ent, v_items, true) || ') q '
+                    '(system_name, entity, subject, hour_at, shift_no, item, value, operator, limit_value, broken)'
+            USING p_system, v_from, v_to, true, v_hours;
+        END LOOP;
+        IF v_all THEN
+            INSERT INTO _measure.breach_state (system_id) VALUES (p_system);
+        END IF;
+    EXCEPTION WHEN invalid_parameter_value THEN
+        DELETE FROM _measure.breach_state WHERE system_id = p_system;
+    END;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_breaches(smallint, timestamptz[]) TO measure_writer;
+
+-- A change of the thresholds makes every system's stored violations incomplete.
+CREATE OR REPLACE FUNCTION _measure.threshold_changed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM _measure.breach_state;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS threshold_changed ON _measure.threshold;
+CREATE TRIGGER threshold_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON _measure.threshold
+    FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_changed();
+
+-- ... and so does a change of the hour views the items are columns of (a new release).
+DO $basis$
+DECLARE
+    v_fp text := md5(concat_ws('|', pg_get_viewdef('measure.cpu_hour'::regclass),
+                               pg_get_viewdef('measure.disc_hour'::regclass),
+                               pg_get_viewdef('measure.line_hour'::regclass),
+                               pg_get_viewdef('measure.process_hour'::regclass),
+                               pg_get_viewdef('measure.userdef_hour'::regclass),
+                               pg_get_viewdef('measure.tmf_hour'::regclass),
+                               pg_get_functiondef('_measure.threshold_query(text, text, boolean)'::regprocedure)));
+BEGIN
+    IF v_fp IS DISTINCT FROM (SELECT fingerprint FROM _measure.breach_basis) THEN
+        DELETE FROM _measure.breach_state;
+        INSERT INTO _measure.breach_basis (fingerprint) VALUES (v_fp)
+            ON CONFLICT (one) DO UPDATE SET fingerprint = excluded.fingerprint;
+    END IF;
+END
+$basis$;
 
 -- ---------------------------------------------------------------- capacity
 
