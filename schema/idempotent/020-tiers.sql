@@ -118,14 +118,18 @@ SELECT h.* FROM _measure.tmf_hour h
 GRANT SELECT ON _measure.tmf_hour_best TO measure_writer;
 
 -- A user counter's TYPE (ACCUM, FACCUM, BUSY, QUEUE, QBUSY) from its measurement's CONTAB.
+-- SECURITY DEFINER: the public userdef views call it for readers who cannot read
+-- _measure.measurement themselves (and it must not be inlined into their query).
 CREATE OR REPLACE FUNCTION _measure.user_counter_type(p_measurement integer, p_name text)
-RETURNS text LANGUAGE sql STABLE AS $$
+RETURNS text LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT c->>'type'
       FROM _measure.measurement m, jsonb_array_elements(coalesce(m.contab->'counters', '[]')) c
      WHERE m.measurement_id = p_measurement AND upper(c->>'name') = upper(p_name)
      LIMIT 1
 $$;
-GRANT EXECUTE ON FUNCTION _measure.user_counter_type(integer, text) TO measure_writer;
+REVOKE ALL ON FUNCTION _measure.user_counter_type(integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION _measure.user_counter_type(integer, text)
+    TO measure_writer, measure_api, measure_reader;
 
 -- ---------------------------------------------------------------- public hour views
 
