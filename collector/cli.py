@@ -171,7 +171,7 @@ def backfill(
     """Fill the database with DAYS of history of NODE under a default measurement of every
     entity (1-minute interval), as fast as the simulation runs, with a progress bar."""
     from collector.node.topology import NodeFileError
-    from collector.service import SECOND, Collector, CollectorConfigError, now_us
+    from collector.service import SECOND, Collector, CollectorConfigError, now_us, to_ts
 
     settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
     url, server = _database(settings, apply_schema=True)
@@ -185,9 +185,9 @@ def backfill(
         c.checkpoint()
         c.close()
         simulated = (c.node.now_us - c.state.epoch_us) / SECOND
+        stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
         out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "
-                  f"{time.monotonic() - started:.0f} s; copies stored up to "
-                  f"{c.writer.durable_until_us // SECOND} (Unix s)")
+                  f"{time.monotonic() - started:.0f} s; copies stored up to {stored}")
     except (CollectorConfigError, NodeFileError) as exc:
         raise UserError(str(exc)) from None
     finally:
