@@ -37,9 +37,9 @@ schema: $(STAMP) ## apply schema/ to the database
 bench: $(STAMP) ## run the benchmarks and append the figures to bench/RESULTS.md
 	$(BIN)/python bench/run.py
 
-lint: $(STAMP) ## static checks
+lint: $(STAMP) ## static checks: ruff, and the dashboards are what dashboards/build.py makes
 	$(BIN)/python -m ruff check api collector tests bench
-	$(BIN)/python -m json.tool dashboards/*.json > /dev/null 2>&1 || true
+	$(BIN)/python dashboards/build.py --check
 
 lock: ## re-pin requirements.lock from the current .venv
 	{ echo "# Exact pins of every dependency (make lock regenerates it from .venv)."; $(BIN)/python -m pip freeze --all --exclude-editable | grep -vE "^(measuredb|pip)=="; } > requirements.lock

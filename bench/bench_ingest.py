@@ -24,7 +24,15 @@ from collector.catalog import load_catalog
 from collector.database import drop_database, ensure_database, start_embedded, with_dbname
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import Measmon, Measurement
-from collector.sink import COPY_COLUMNS, COPY_HEADER, COPY_TRAILER, Pipeline, Slice, Writer, encode_rows
+from collector.sink import (
+    COPY_COLUMNS,
+    COPY_HEADER,
+    COPY_TRAILER,
+    Pipeline,
+    Slice,
+    Writer,
+    encode_rows,
+)
 
 warnings.filterwarnings("ignore")
 SECOND = 1_000_000

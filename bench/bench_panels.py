@@ -25,10 +25,10 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collector import schema  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
-from tests.dashboards.grafana import TimeRange, expand  # noqa: E402
-from tests.dashboards.panels import dashboard_files, queries_of  # noqa: E402
+from collector import schema
+from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+from tests.dashboards.grafana import TimeRange, expand
+from tests.dashboards.panels import dashboard_files, queries_of
 
 warnings.filterwarnings("ignore")
 END = datetime(2025, 1, 1, tzinfo=UTC)

@@ -19,7 +19,6 @@ run and recorded; later runs follow that choice.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import re
 from dataclasses import dataclass, field

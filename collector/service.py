@@ -33,7 +33,7 @@ import psycopg
 from collector.catalog import load_catalog
 from collector.config import CollectorSettings
 from collector.measure.contab import Contab, ContabBuilder
-from collector.measure.measmon import Measmon, MeasureStateError, Measurement
+from collector.measure.measmon import Measmon, Measurement, MeasureStateError
 from collector.sink import Pipeline, SpoolFull, Writer, entity_key
 
 log = logging.getLogger(__name__)
@@ -485,7 +485,7 @@ class Collector:
             return None
         try:
             with path.open("rb") as f:
-                saved = pickle.load(f)  # noqa: S301 - our own file in our data folder
+                saved = pickle.load(f)
         except Exception as exc:  # a damaged or stale file: replay instead
             log.warning("checkpoint %s unreadable (%s); replaying from the origin", path, exc)
             return None

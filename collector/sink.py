@@ -257,7 +257,7 @@ class Writer:
         for path in self.spooled():
             try:
                 with path.open("rb") as f:
-                    sl = pickle.load(f)  # noqa: S301 - our own spool files
+                    sl = pickle.load(f)
                 self._write(sl)
             except psycopg.OperationalError as exc:
                 self._went_down(exc)

@@ -73,7 +73,7 @@ class CounterSpace:
         cap = max(need, 2 * self.cap, 16)
         c = self.n_counters
 
-        def widen(a: np.ndarray, shape: tuple[int, ...], fill: float | int = 0) -> np.ndarray:
+        def widen(a: np.ndarray, shape: tuple[int, ...], fill: float = 0) -> np.ndarray:
             new = np.full(shape, fill, dtype=a.dtype)
             new[: a.shape[0]] = a
             return new

@@ -124,7 +124,7 @@ def test_active_read(client, mid, fake_collector):
     counters[CPU.index("transactions")] = 4
     counters[CPU.index("response_time")] = 1_000_000
     names = [c.measure_name for c in CPU.counters]
-    iso = lambda us: datetime.fromtimestamp(us / 1e6, UTC).isoformat()  # noqa: E731
+    iso = lambda us: datetime.fromtimestamp(us / 1e6, UTC).isoformat()
     # the answer exactly as collector/service.py Collector._read_active builds it
     fake_collector.handler = lambda kind, payload: {"entity": "cpu", "at": iso(at_us), "records": [
         {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at": iso(at_us - 10_000_000),

@@ -11,14 +11,13 @@ from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import (
     COPY_ENTITY_STOP,
     COPY_INITIAL,
-    COPY_INTERVAL,
     COPY_START,
     COPY_STOP,
     ERROR_NO_CID,
     MAX_MEASUREMENTS,
     Measmon,
-    MeasureStateError,
     Measurement,
+    MeasureStateError,
 )
 from tests.collector.measure.fakes import SECOND, FakeNode
 
