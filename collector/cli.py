@@ -31,7 +31,7 @@ from rich.console import Console
 
 from collector import schema as schema_runner
 from collector.config import CollectorSettings, DatabaseSettings, describe_validation_error
-from collector.database import DatabaseError, check_reachable, describe_url, resolve
+from collector.database import DatabaseError, connect, describe_url
 from collector.report_cli import report_app
 from collector.token_cli import token_app
 
@@ -76,10 +76,14 @@ def _settings_class_of(exc: ValidationError) -> type:
 
 
 def _database(settings: DatabaseSettings, *, apply_schema: bool = False):
-    url, server = resolve(settings.database_url, settings.data_dir)
-    check_reachable(url)
+    url, server = connect(settings.database_url, settings.data_dir)
     if apply_schema:
-        schema_runner.apply(url, mode=settings.timescaledb)
+        try:
+            schema_runner.apply(url, mode=settings.timescaledb)
+        except Exception:
+            if server:
+                server.stop()
+            raise
     return url, server
 
 

@@ -167,6 +167,19 @@ def with_dbname(url: str, dbname: str) -> str:
     return parts._replace(path="/" + dbname).geturl()
 
 
+def connect(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServer | None]:
+    """resolve() and check_reachable() in one: the URL to use and the embedded server we
+    started (the caller stops it), or DatabaseError with nothing left running."""
+    url, server = resolve(database_url, data_dir)
+    try:
+        check_reachable(url)
+    except Exception:
+        if server:
+            server.stop()
+        raise
+    return url, server
+
+
 def resolve(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServer | None]:
     """The URL to use, and the embedded server when we started one."""
     if database_url:

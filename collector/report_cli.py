@@ -68,8 +68,7 @@ def report_command(
         return
     import psycopg
 
-    from collector.config import DatabaseSettings
-    from collector.database import DatabaseError, check_reachable, resolve
+    from collector.database import DatabaseError
 
     try:
         if output not in ("text", "csv", "json"):
@@ -79,10 +78,8 @@ def report_command(
                                     "capacity": capacity}.items() if k in rep.params}
         params = reports.build_params(name, system=system, day=day, date_from=date_from, date_to=date_to,
                               shift=shift, extra=extra)
-        settings = DatabaseSettings()
-        url, server = resolve(settings.database_url, settings.data_dir)
+        url, server = _connect()
         try:
-            check_reachable(url)
             with psycopg.connect(url) as conn:
                 rows = reports.run_report(conn, name, **params)
         finally:
@@ -100,17 +97,10 @@ def report_command(
 def _connect():
     """(url, embedded server or None) of the configured database; errors: DatabaseError."""
     from collector.config import DatabaseSettings
-    from collector.database import check_reachable, resolve
+    from collector.database import connect
 
     settings = DatabaseSettings()
-    url, server = resolve(settings.database_url, settings.data_dir)
-    try:
-        check_reachable(url)
-    except Exception:
-        if server:
-            server.stop()
-        raise
-    return url, server
+    return connect(settings.database_url, settings.data_dir)
 
 
 def _with_database(func):

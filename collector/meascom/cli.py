@@ -57,14 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         from pydantic import ValidationError
 
         from collector.config import DatabaseSettings, describe_validation_error
-        from collector.database import DatabaseError, check_reachable, resolve
+        from collector.database import DatabaseError, connect
 
         try:
             settings = DatabaseSettings()
         except ValidationError as exc:
             return _fail(describe_validation_error(exc, DatabaseSettings), 2)
-        url, server = resolve(settings.database_url, settings.data_dir)
-        check_reachable(url)
+        url, server = connect(settings.database_url, settings.data_dir)
     except DatabaseError as exc:
         return _fail(str(exc), 2)
     try:
