@@ -72,7 +72,7 @@ def server_span(node) -> tuple[int, int]:
 def test_entities_exist_with_their_identifiers():
     node = Node("demo", "demo", seed=1, start_us=START_US)
     P, U, H, D = (node.tables[e] for e in ("process", "userdef", "processh", "device"))
-    servers = [s for s in range(P.n) if str(P.ids["program_file_name"][s]) == "$APPL.ET1.SERVER"]
+    servers = [s for s in range(P.n) if str(P.ids["program_file_name"][s]) == "$PROGS.SERVER1.ET1SRV"]
     assert len(servers) == 12  # 3 static per CPU x 4 CPUs (the 4 dynamic ones not running)
     assert U.n == 2 * len(servers)
     assert set(U.entity.id_fields) <= {*U.ids, "cpu"}
@@ -85,7 +85,7 @@ def test_entities_exist_with_their_identifiers():
         s = servers[u // 2]
         assert ids["index"] == 0 and int(U.cpu[u]) == int(P.cpu[s])
         assert ids["pin"] == int(P.ids["pin"][s])
-        assert ids["program_file_name"] == "$APPL.ET1.SERVER"
+        assert ids["program_file_name"] == "$PROGS.SERVER1.ET1SRV"
     # PROCESSH: the default code ranges of every running process
     assert H.n == 5 * P.n
     assert set(H.entity.id_fields) <= {*H.ids, "cpu"}
@@ -95,8 +95,8 @@ def test_entities_exist_with_their_identifiers():
     # DEVICE: the demo's tape drive
     assert D.n == 1 and D.id_of(0) == {"device_name": "$TAPE1", "pin": 250} and D.cpu[0] == 3
     assert user_counter_specs(node.topo) == [
-        ("RESP-TIME", "$APPL.ET1.SERVER", "QUEUE"),
-        ("THROUGHPUT", "$APPL.ET1.SERVER", "ACCUM"),
+        ("RESP-TIME", "$PROGS.SERVER1.ET1SRV", "QUEUE"),
+        ("THROUGHPUT", "$PROGS.SERVER1.ET1SRV", "ACCUM"),
     ]
 
 
@@ -232,7 +232,7 @@ def test_processh_code_ranges_from_the_node_file(tmp_path: Path):
     src = (NODES_DIR / "demo.yaml").read_text()
     src += (
         "processh:\n  rate_hz: 50\n  programs:\n"
-        "    $APPL.ET1.SERVER: [{space: UC, range: DEBIT^CREDIT, weight: 3},"
+        "    $PROGS.SERVER1.ET1SRV: [{space: UC, range: DEBIT^CREDIT, weight: 3},"
         " {space: UL, range: SQL^LIB, weight: 1}]\n"
     )
     f = tmp_path / "demo-ph.yaml"
@@ -242,7 +242,7 @@ def test_processh_code_ranges_from_the_node_file(tmp_path: Path):
     h.attach(node)
     node.advance(node.now_us + 2 * MIN)
     H, P = node.tables["processh"], node.tables["process"]
-    srv = [k for k in range(H.n) if H.id_of(k)["program_file_name"] == "$APPL.ET1.SERVER"]
+    srv = [k for k in range(H.n) if H.id_of(k)["program_file_name"] == "$PROGS.SERVER1.ET1SRV"]
     assert {H.id_of(k)["code_range"] for k in srv} == {"DEBIT^CREDIT", "SQL^LIB"}
     crs = h.total("processh", "CODE-RANGE-BUSY-SAMPLES")
     busy = h.total("process", "CPU-BUSY-TIME")
@@ -416,17 +416,18 @@ def check_figure_3_records(node, copies, ud, program: str):
         assert abs(tot[k] - want) <= 3
 
 
-def test_figure_3_on_the_demo_node_with_the_program_mapping():
-    """The demo's server program is $APPL.ET1.SERVER: Figure 3 with $PROGS.SERVER1 read as
-    $APPL.ET1 (the documented mapping)."""
-    obey = FIGURE_3.replace("$PROGS.SERVER1", "$APPL.ET1")
-    node, copies, ud = measure("demo", obey)
-    check_figure_3_records(node, copies, ud, "$APPL.ET1.SERVER")
-
-
-def test_figure_3_verbatim_on_a_server1_program(tmp_path: Path):
-    src = (NODES_DIR / "demo.yaml").read_text().replace("$APPL.ET1.SERVER", "$PROGS.SERVER1.ET1SRV")
-    f = tmp_path / "demo-server1.yaml"
-    f.write_text(src)
-    node, copies, ud = measure(f, FIGURE_3)
+def test_figure_3_verbatim_on_the_demo_node():
+    """The demo's servers run $PROGS.SERVER1.ET1SRV, so Figure 3's OBEY file measures them as
+    printed (ADD USERDEF $PROGS.SERVER1.*)."""
+    node, copies, ud = measure("demo", FIGURE_3)
     check_figure_3_records(node, copies, ud, "$PROGS.SERVER1.ET1SRV")
+
+
+def test_figure_3_on_another_program_with_the_volume_renamed(tmp_path: Path):
+    """A node whose servers run another program: Figure 3 with $PROGS.SERVER1 read as that
+    program's volume and subvolume ($APPL.ET1 on et1-txp and ref16)."""
+    src = (NODES_DIR / "demo.yaml").read_text().replace("$PROGS.SERVER1.ET1SRV", "$APPL.ET1.SERVER")
+    f = tmp_path / "demo-appl.yaml"
+    f.write_text(src)
+    node, copies, ud = measure(f, FIGURE_3.replace("$PROGS.SERVER1", "$APPL.ET1"))
+    check_figure_3_records(node, copies, ud, "$APPL.ET1.SERVER")
