@@ -97,6 +97,23 @@ class State:
     durable_until_us: int
 
 
+def register_components(conn: psycopg.Connection, system_id: int, topology: Any) -> int:
+    """The node's own PATHWAY server programs are "application servers" of the transaction
+    resource report (_measure.component_map, ATM article Table 4): one row per program for
+    this system, added once (an analyst's own rows and edits are left alone). The generic
+    rows of the schema cover system programs and $APPL/$PROGS programs."""
+    n = 0
+    for program in sorted({sc["program"].upper() for sc in topology.server_classes}):
+        n += conn.execute(
+            "INSERT INTO _measure.component_map (system_id, priority, match_on, pattern, component)"
+            " SELECT %s, 45, 'program_file_name', %s, 'server' WHERE NOT EXISTS ("
+            "   SELECT 1 FROM _measure.component_map WHERE system_id = %s"
+            "      AND match_on = 'program_file_name' AND pattern = %s)",
+            (system_id, program, system_id, program),
+        ).rowcount
+    return n
+
+
 class Collector:
     def __init__(self, settings: CollectorSettings, url: str, *, collector_id: str | None = None) -> None:
         from collector.node.topology import load_node
@@ -132,6 +149,7 @@ class Collector:
                 """,
                 (t.system_name, t.system_number, t.time_zone),
             ).fetchone()[0]
+            register_components(conn, system_id, t)
             row = conn.execute(
                 "SELECT node, seed, step_us, _measure.timestamptz_to_us(epoch_at),"
                 " _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
