@@ -4,6 +4,9 @@ Scopes: ``read`` and ``write`` (write includes read). Every state-changing endpo
 :data:`WriteToken`; reads depend on :data:`ReadToken`, which asks for a token only when
 MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is sent is always checked).
 Tokens are made by ``measuredb token create NAME --scope read|write``.
+
+Reads remember a token's scope for a minute (api/cache.py :class:`TokenCache`; a revocation
+is seen at once); writes ask the database every time.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import hashlib
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
 
+from api.cache import SYNCED_KEY
 from api.db import SessionDep
 from api.errors import Forbidden, Unauthorized
 
@@ -48,12 +53,24 @@ def require_write(session: SessionDep, credentials: Credentials) -> str:
     return scope
 
 
-def require_read(request: Request, session: SessionDep, credentials: Credentials) -> str | None:
-    scope = _scope(session, credentials)
-    if scope is None and request.app.state.settings.require_token_for_reads:
-        raise Unauthorized("reads need a token on this server: send Authorization: Bearer "
-                           "<token> (measuredb token create NAME --scope read)",
-                           field="Authorization")
+async def require_read(request: Request, session: SessionDep, credentials: Credentials) -> str | None:
+    if credentials is None:
+        if request.app.state.settings.require_token_for_reads:
+            raise Unauthorized("reads need a token on this server: send Authorization: Bearer "
+                               "<token> (measuredb token create NAME --scope read)",
+                               field="Authorization")
+        return None
+    cache = getattr(request.app.state, "read_cache", None)
+    if cache is None or not getattr(request.state, SYNCED_KEY, False):
+        return await run_in_threadpool(_scope, session, credentials)
+    # the cache middleware synced with the database's notifications for this request: a
+    # token revoked before the request arrived is no longer in the token cache
+    sha = token_sha256(credentials.credentials)
+    scope = cache.tokens.get(sha)
+    if scope is None:
+        generation = cache.tokens.generation
+        scope = await run_in_threadpool(_scope, session, credentials)
+        cache.tokens.put(sha, scope, generation)
     return scope
 
 

@@ -26,6 +26,15 @@ class ApiSettings(DatabaseSettings):
     cors_origins: list[str] = Field(default_factory=list, description="closed by default")
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024)
     heartbeat_stale_seconds: float = Field(default=60.0, gt=0)
+    cache_enabled: bool = Field(
+        default=True, description="keep answers of GET reads until stored data changes (api/cache.py)")
+    cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0, le=16 * 1024**3,
+                                 description="read cache size per worker process")
+    cache_max_entry_bytes: int = Field(default=4 * 1024 * 1024, ge=0, le=1024**3,
+                                       description="larger answers are not cached")
+    token_cache_seconds: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="how long a worker remembers a read token's scope (revocation is seen at once)")
     control_timeout_seconds: float = Field(
         default=5.0, gt=0, le=120,
         description="how long a request to the collector (status, active reads, bumps) waits")

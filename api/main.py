@@ -7,9 +7,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from api.cache import CacheMiddleware, ReadCache
 from api.config import ApiSettings
 from api.counters.router import router as counters_router
 from api.db import build_engine
@@ -32,32 +32,34 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     url = database_url or settings.database_url
     if url is None:
         raise RuntimeError("create_app needs a database URL (DATABASE_URL or database_url=)")
+    cache = ReadCache(max_bytes=settings.cache_max_bytes, max_entry_bytes=settings.cache_max_entry_bytes,
+                      token_ttl=settings.token_cache_seconds,
+                      require_token_for_reads=settings.require_token_for_reads) if settings.cache_enabled else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine = build_engine(url, role=settings.db_role, pool_size=settings.pool_size)
+        if cache is not None:
+            await cache.start(url)
         try:
             yield
         finally:
+            if cache is not None:
+                await cache.close()
             app.state.engine.dispose()
 
     app = FastAPI(title="measuredb", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.read_cache = cache
     install_handlers(app)
+    # ASGI middleware, innermost first: the read cache right before the routes, the body
+    # limit around it, CORS outermost (its headers depend on the request's Origin).
+    if cache is not None:
+        app.add_middleware(CacheMiddleware, cache=cache)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization"])
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
-            return JSONResponse(
-                {"error": "PayloadTooLarge",
-                 "detail": f"request body over {settings.max_body_bytes} bytes"},
-                status_code=413,
-            )
-        return await call_next(request)
 
     app.include_router(health_router)
     app.include_router(measurements_router)
@@ -67,3 +69,23 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.include_router(meascom_router)
     app.include_router(reports_router)
     return app
+
+
+class BodyLimitMiddleware:
+    """413 for a request whose Content-Length is over the limit (or not a number)."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"content-length":
+                    if not value.isdigit() or int(value) > self.max_bytes:
+                        response = JSONResponse(
+                            {"error": "PayloadTooLarge", "detail": f"request body over {self.max_bytes} bytes"},
+                            status_code=413)
+                        return await response(scope, receive, send)
+                    break
+        await self.app(scope, receive, send)

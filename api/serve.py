@@ -26,7 +26,7 @@ PROTOCOL = "api.serve:NoDelayHTTPProtocol"
 
 
 class NoDelayHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-    """uvicorn's HTTP protocol (h11, or httptools when installed) with TCP_NODELAY."""
+    """uvicorn's HTTP protocol (httptools, a dependency; h11 if it is missing) with TCP_NODELAY."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")

@@ -29,6 +29,7 @@ measure.rate when RATE ON (activity since measurement start, or since CPU load f
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,7 +76,15 @@ def _record(r: measread.Record) -> CounterRecordRead:
 
 
 def _columns(ent: Any, counters: list, rate: bool) -> list[CounterColumnRead]:
-    return [CounterColumnRead(**c) for c in measread.counter_columns(ent, counters, rate)]
+    return list(_columns_of(ent.name, tuple(c.name for c in counters), rate))
+
+
+@functools.lru_cache(maxsize=1024)
+def _columns_of(entity: str, names: tuple[str, ...], rate: bool) -> tuple[CounterColumnRead, ...]:
+    """The column descriptions of a counter selection (the catalogue does not change)."""
+    ent = load_catalog().entity(entity)
+    return tuple(CounterColumnRead(**c) for c in measread.counter_columns(
+        ent, [ent.counter(n) for n in names], rate))
 
 
 def read_counters(session: Session, measurement_id: int, entity: str, q: CounterReadQuery) -> CounterReadPage:

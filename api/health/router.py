@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from api.health import service
-from api.health.schemas import HealthRead
+from api.health.schemas import CacheStatsRead, HealthRead
 
 router = APIRouter(tags=["health"])
 
@@ -15,4 +15,7 @@ def get_health(request: Request, response: Response) -> HealthRead:
                             stale_seconds=request.app.state.settings.heartbeat_stale_seconds)
     if not result.database:
         response.status_code = 503
+    cache = request.app.state.read_cache
+    if cache is not None:
+        result.cache = CacheStatsRead(**cache.stats())
     return result

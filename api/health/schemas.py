@@ -5,6 +5,22 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 
+class CacheStatsRead(BaseModel):
+    """The read cache of the worker process that answered (api/cache.py)."""
+
+    enabled: bool
+    listening: bool = Field(description="its LISTEN connection is up (else reads bypass the cache)")
+    entries: int
+    bytes: int
+    max_bytes: int
+    hits: int
+    misses: int
+    shared: int = Field(description="requests that waited for the same answer being computed")
+    stores: int
+    invalidations: int = Field(description="times the cache was emptied (stored data changed, or its LISTEN connection was (re)opened)")
+    evictions: int = Field(description="answers dropped to stay within max_bytes")
+
+
 class HealthRead(BaseModel):
     status: str = Field(description="ok, degraded (collector silent) or down (no database)",
                         examples=["ok"])
@@ -15,3 +31,4 @@ class HealthRead(BaseModel):
     last_heartbeat_at: datetime | None = Field(description="last collector heartbeat")
     collector_alive: bool = Field(description="a heartbeat within heartbeat_stale_seconds")
     detail: str | None = None
+    cache: CacheStatsRead | None = Field(default=None, description="null when the cache is off")

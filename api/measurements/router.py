@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query, Request, Response
 
 from api.auth import ReadToken, WriteToken
+from api.cache import Cacheable
 from api.db import SessionDep
 from api.errors import (
     Conflict,
@@ -39,7 +40,7 @@ def create_measurement(session: SessionDep, _: WriteToken, body: MeasurementCrea
     return measurement_service.create(session, body)
 
 
-@router.get("", response_model=MeasurementPage, summary="List measurements",
+@router.get("", response_model=MeasurementPage, summary="List measurements", dependencies=[Cacheable],
             responses=responses(Unauthorized, InvalidInput))
 def list_measurements(
     session: SessionDep, _: ReadToken,
@@ -52,6 +53,7 @@ def list_measurements(
 
 
 @router.get("/{measurement_id}", response_model=MeasurementRead, summary="Show a measurement",
+            dependencies=[Cacheable],
             responses=responses(Unauthorized, NotFound))
 def get_measurement(session: SessionDep, _: ReadToken, measurement_id: MeasurementId) -> MeasurementRead:
     return measurement_service.get(session, measurement_id)
@@ -90,7 +92,7 @@ def get_measurement_status(request: Request, session: SessionDep, _: ReadToken,
 
 
 @router.get("/{measurement_id}/configuration", response_model=MeasurementConfigurationRead,
-            summary="MEASREADCONF, and INFO MEASUREMENT's ADD/DELETE commands",
+            summary="MEASREADCONF, and INFO MEASUREMENT's ADD/DELETE commands", dependencies=[Cacheable],
             responses=responses(Unauthorized, NotFound))
 def get_measurement_configuration(session: SessionDep, _: ReadToken,
                                   measurement_id: MeasurementId) -> MeasurementConfigurationRead:

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Response
 
 from api.auth import ReadToken
+from api.cache import Cacheable
 from api.db import SessionDep
 from api.errors import Conflict, InvalidInput, NotFound, Unauthorized, responses
 from api.reports import service
@@ -26,12 +27,14 @@ MEDIA = {"text": "text/plain; charset=utf-8", "csv": "text/csv; charset=utf-8",
 
 @router.get("/definitions", response_model=ReportDefinitionList,
             summary="Scheduled reports (the 1986 OBEY files): report, parameters, cron schedule",
+            dependencies=[Cacheable],
             responses=responses(Unauthorized))
 def list_definitions(session: SessionDep, _: ReadToken) -> ReportDefinitionList:
     return service.definitions(session)
 
 
 @router.get("/runs", response_model=ReportRunPage, summary="Runs of scheduled reports, newest first",
+            dependencies=[Cacheable],
             responses=responses(Unauthorized, InvalidInput))
 def list_runs(
     session: SessionDep, _: ReadToken,
@@ -49,7 +52,7 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}", response_model=ReportRunDetail,
-            summary="One run with its output in the requested format",
+            summary="One run with its output in the requested format", dependencies=[Cacheable],
             responses=responses(Unauthorized, NotFound))
 def get_run(session: SessionDep, _: ReadToken, run_id: RunId,
             format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "text",
@@ -59,6 +62,7 @@ def get_run(session: SessionDep, _: ReadToken, run_id: RunId,
 
 @router.get("/runs/{run_id}/output", response_class=Response,
             summary="A run's output as a file (text/plain, text/csv or application/json)",
+            dependencies=[Cacheable],
             responses={200: {"description": "the output", "content": {
                 "text/plain": {"schema": {"type": "string"}},
                 "text/csv": {"schema": {"type": "string"}},
@@ -76,6 +80,7 @@ ReportName = Literal[tuple(sorted(REPORTS))]  # type: ignore[valid-type]
 
 @router.get("/{name}", response_class=Response,
             summary="Run an ENFORM-style report now: ENFORM text, CSV or JSON rows",
+            dependencies=[Cacheable],
             description="The reports of queries/ (threshold, cpu-trend, process-summary, …) with "
                         "their parameters; `date` for one-day reports, `from`/`to` for ranges.",
             responses={200: {"description": "the report", "content": {
