@@ -40,7 +40,6 @@ from collector.catalog import (
 from collector.node import des
 from collector.node import workload as wl
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
-from collector.node.sched import fcfs
 from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
 from collector.node.workload import Stage, Stream, TxnType, WorkloadSpec, load_workload
 
@@ -578,6 +577,18 @@ class Node:
             .reshape(-1, 5)
         )
         self.ef_tab_amt = np.ascontiguousarray(self.ef_amt[order], dtype=float)
+        # the kernel accumulates into a compact layout: per entity only the counters some
+        # effect row bumps (a third of the counters), so its working set stays in cache;
+        # _run_jobs spreads them back to the entity's full counter rows
+        self.ucols: list[np.ndarray] = []
+        for ei in range(len(ENTITIES)):
+            used = np.unique(self.ef_tab[self.ef_tab[:, des.E_ENT] == ei, des.E_CTR])
+            self.ucols.append(used.astype(np.int64))
+            if used.size:
+                pos = np.searchsorted(used, self.ef_tab[:, des.E_CTR])
+                sel = self.ef_tab[:, des.E_ENT] == ei
+                self.ef_tab[sel, des.E_CTR] = pos[sel]
+        self.ent_nu = np.array([u.size for u in self.ucols], dtype=np.int64)
         # groups of rows with one (stage, selector, entity): one slot lookup per group
         gk = np.stack([g_of[order], self.ef_sel[order], self.ef_ent[order]], axis=1)
         brk = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]).any(axis=1)]) if gk.size else []
@@ -586,6 +597,19 @@ class Node:
         self.ef_grp = np.stack([gk[r0, 1], gk[r0, 2], r0, r1], axis=1).astype(np.int64)
         grp_n = np.bincount(gk[r0, 0], minlength=ng).astype(np.int64)
         grp_start = np.concatenate([[0], np.cumsum(grp_n)[:-1]]).astype(np.int64)
+        # the same tables as 1D arrays for the kernel's flush
+        self.k_g_q0 = np.ascontiguousarray(grp_start, dtype=np.uint64)
+        self.k_g_q1 = np.ascontiguousarray(grp_start + grp_n, dtype=np.uint64)
+        self.k_q_sel = np.ascontiguousarray(self.ef_grp[:, 0])
+        self.k_q_ent = np.ascontiguousarray(self.ef_grp[:, 1])
+        # (row bounds, counters, modes and level flags unsigned: the kernel indexes with them)
+        self.k_q_r0 = np.ascontiguousarray(self.ef_grp[:, 2], dtype=np.uint64)
+        self.k_q_r1 = np.ascontiguousarray(self.ef_grp[:, 3], dtype=np.uint64)
+        self.k_r_ctr = np.ascontiguousarray(self.ef_tab[:, des.E_CTR], dtype=np.uint64)
+        self.k_r_mode = np.ascontiguousarray(self.ef_tab[:, des.E_MODE], dtype=np.uint64)
+        self.k_r_lev = np.ascontiguousarray(self.ef_tab[:, des.E_LEV], dtype=np.uint64)
+        if not np.isfinite(self.ef_tab_amt).all():
+            raise ValueError("effect amounts must be finite numbers")
         srv_role = self.st_role == R["server"]
         self.stg = np.stack(
             [
@@ -621,6 +645,27 @@ class Node:
             ],
             axis=1,
         ).astype(np.int64)
+        # per-stage columns and flags for the kernel (des.SF_*)
+        sflags = np.zeros(ng, dtype=np.int64)
+        for ti in range(len(types)):
+            f0, n_t = first[ti], count[ti]
+            for bit, k in (
+                (des.SF_RD, self.type_readdone[ti]),
+                (des.SF_RP, self.type_reply[ti] - 1),
+                (des.SF_BG, self.type_begin[ti]),
+                (des.SF_CM, self.type_commit[ti]),
+                (des.SF_SRV_LAST, srv_last[ti]),
+                (des.SF_SRV_FIRST, srv_first[ti]),
+                (des.SF_LAST, n_t - 1),
+            ):
+                if 0 <= k < n_t and (bit != des.SF_SRV_FIRST or srv_role[f0 + k]):
+                    sflags[f0 + k] |= bit
+        self.k_st = tuple(
+            np.ascontiguousarray(self.stg[:, c])
+            for c in (des.G_KIND, des.G_IO, des.G_ROLE, des.G_ANCHOR, des.G_DIST, des.G_REMOTE)
+        ) + (sflags,)
+        self.k_ty_first = np.ascontiguousarray(self.typ[:, des.T_FIRST])
+        self.k_ty_n = np.ascontiguousarray(self.typ[:, des.T_N])
         self.st_mean = np.ascontiguousarray(self.st_mean, dtype=float)
         self.st_prob = np.ascontiguousarray(self.st_prob, dtype=float)
         self.st_bytes = np.ascontiguousarray(self.st_bytes, dtype=float)
@@ -742,7 +787,9 @@ class Node:
     def _init_txns(self) -> None:
         # one int64 row per transaction in the node (des.TX_COLUMNS, then the partitions)
         self.c_dep0 = des.C_PART0 + self.max_io  # then each stage's departure - arrival
-        self.txm = np.zeros((0, self.c_dep0 + self.max_len), dtype=np.int64)
+        # self.txm is a view of the first rows of a buffer with room for the next arrivals
+        self._txbuf = np.zeros((64, self.c_dep0 + self.max_len), dtype=np.int64)
+        self.txm = self._txbuf[:0]
         self.seqc = np.zeros(1, dtype=np.int64)
 
     @property
@@ -771,12 +818,33 @@ class Node:
         soj = np.diff(dep, axis=1, prepend=0)
         return np.where(done, soj, 0)
 
+    _ARR_COLS = ("type", "t_arr", "ev", "term", "line", "tcp", "lh", "hls", "server",
+                 "is_remote", "netline", "remote")  # fmt: skip
+
+    def _arrival_tables(self) -> None:
+        """Per-node constants of _arrivals: the new rows' defaults, partition lists, remotes."""
+        t = self.topo
+        row = np.full(self.txm.shape[1], -1, dtype=np.int64)
+        for c in (des.C_IS_REMOTE, des.C_T_BEGIN, des.C_K, des.C_PH, des.C_REM, des.C_INSERV,
+                  des.C_SDONE):  # fmt: skip
+            row[c] = 0
+        row[self.c_dep0 :] = 0
+        self._arr_row = row
+        self._arr_cidx = np.array(
+            [des.TX_COLUMNS.index(c) for c in self._ARR_COLS]
+            + list(range(des.C_PART0, self.c_dep0)),
+            dtype=np.int64,
+        )
+        self._arr_plist = [np.array(f["partitions"], dtype=np.int64) for f in t.files]
+        self._arr_remote = np.array([nl["remote"] for nl in t.netlines] or [-1], dtype=np.int64)
+
     def _arrivals(self, t0: int, W: int) -> None:
         rng = self.rng
         t = self.topo
+        if not hasattr(self, "_arr_row"):
+            self._arrival_tables()
         mid = dt.datetime.fromtimestamp((t0 + W / 2) / 1e6, tz=self.tz)
-        new: list[dict] = []
-        parts: list[np.ndarray] = []
+        blocks: list[np.ndarray] = []
         type_base = 0
         for si, s in enumerate(self.streams):
             ntypes = len(s.types)
@@ -795,98 +863,79 @@ class Node:
             n = int(rng.poisson(lam)) if lam > 0 else 0
             if n == 0:
                 continue
-            arr = t0 + np.sort(rng.integers(0, W, n))
+            # one column per _ARR_COLS entry, then the partition of each I/O group
+            v = np.empty((len(self._ARR_COLS) + self.max_io, n), dtype=np.int64)
+            v[1] = t0 + np.sort(rng.integers(0, W, n))
+            v[2] = v[1]
             if ntypes > 1:
                 w = np.array([tt.weight for tt in s.types])
-                typ = tb + rng.choice(ntypes, size=n, p=w / w.sum())
+                v[0] = tb + rng.choice(ntypes, size=n, p=w / w.sum())
             else:
-                typ = np.full(n, tb, dtype=np.int64)
-            d = {"type": typ, "t_arr": arr}
+                v[0] = tb
+            typ = v[0]
             src = self.stream_terms[si]
             if s.source.startswith("terminals:") and src.size:
                 term = src[rng.integers(0, src.size, n)]
                 line = self.term_line[term]
-                d.update(
-                    term=term,
-                    line=line,
-                    tcp=self.term_tcp[term],
-                    lh=self.line_lh[line],
-                    hls=self.line_hls[line],
-                )
+                v[3] = term
+                v[4] = line
+                v[5] = self.term_tcp[term]
+                v[6] = self.line_lh[line]
+                v[7] = self.line_hls[line]
                 if s.server_class is not None:
                     sci = self.sc_index[s.server_class]
                     srv = self._servers(sci)
                     k = self.sc_rr[sci]
-                    d["server"] = srv[(k + np.arange(n)) % srv.size]
+                    v[8] = srv[(k + np.arange(n)) % srv.size]
                     self.sc_rr[sci] = (k + n) % max(srv.size, 1)
                 else:
-                    d["server"] = np.full(n, -1, dtype=np.int64)
+                    v[8] = -1
             else:
-                d.update(
-                    term=np.full(n, -1),
-                    line=np.full(n, -1),
-                    tcp=np.full(n, -1),
-                    lh=np.full(n, -1),
-                    hls=np.full(n, -1),
-                    server=np.full(n, src[0]),
-                )
+                v[3:8] = -1
+                v[8] = src[0]
             # remote (Expand) transactions
+            v[9] = 0
+            v[10:12] = -1
             rp = self.remote_p[typ]
             if t.netlines and rp.any():
-                isr = rng.random(n) < rp
+                v[9] = rng.random(n) < rp
                 nl = rng.integers(0, len(t.netlines), n)
-                d.update(
-                    is_remote=isr,
-                    netline=nl,
-                    remote=np.array([t.netlines[i]["remote"] for i in range(len(t.netlines))])[nl],
-                )
+                v[10] = nl
+                v[11] = self._arr_remote[nl]
             # file partitions per I/O group
-            pm = np.full((n, self.max_io), -1, dtype=np.int64)
+            pm = v[len(self._ARR_COLS) :]
+            pm[:] = -1
             for ti in np.unique(typ):
                 rows = np.flatnonzero(typ == ti)
                 for gi in range(self.max_io):
                     fi = self.type_iofile[ti, gi]
                     if fi < 0:
                         continue
-                    plist = np.array(t.files[fi]["partitions"], dtype=np.int64)
+                    plist = self._arr_plist[fi]
                     if self.hot is not None and plist.size > 1:
                         hv = self.part_vol[plist] == self.hot[0]
                         if hv.any():
                             w = np.where(
                                 hv, self.hot[1] / hv.sum(), (1 - self.hot[1]) / (~hv).sum()
                             )
-                            pm[rows, gi] = plist[
+                            pm[gi, rows] = plist[
                                 rng.choice(plist.size, size=rows.size, p=w / w.sum())
                             ]
                             continue
-                    pm[rows, gi] = plist[rng.integers(0, plist.size, rows.size)]
-            parts.append(pm)
-            new.append(d)
-        if not new:
+                    pm[gi, rows] = plist[rng.integers(0, plist.size, rows.size)]
+            blocks.append(v)
+        if not blocks:
             return
-        n_total = sum(d["type"].size for d in new)
-        rows = np.full((n_total, self.txm.shape[1]), -1, dtype=np.int64)
-        for c in (
-            des.C_IS_REMOTE,
-            des.C_T_BEGIN,
-            des.C_K,
-            des.C_PH,
-            des.C_REM,
-            des.C_INSERV,
-            des.C_SDONE,
-        ):
-            rows[:, c] = 0
-        rows[:, self.c_dep0 :] = 0
-        k = 0
-        for d, pm in zip(new, parts):
-            n = d["type"].size
-            blk = rows[k : k + n]
-            for name, v in d.items():
-                blk[:, des.TX_COLUMNS.index(name)] = np.asarray(v)
-            blk[:, des.C_PART0 : self.c_dep0] = pm
-            k += n
-        rows[:, des.C_EV] = rows[:, des.C_T_ARR]
-        self.txm = np.concatenate([self.txm, rows])
+        vals = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+        n_total = vals.shape[1]
+        n0 = self.txm.shape[0]
+        buf = self._txbuf
+        if buf.shape[0] < n0 + n_total:  # grow the row buffer (self.txm is a view of it)
+            buf = np.empty((max(2 * buf.shape[0], n0 + n_total, 64), buf.shape[1]), np.int64)
+            buf[:n0] = self.txm
+            self._txbuf = buf
+        des.fill_rows(buf, n0, self._arr_row, self._arr_cidx, vals)
+        self.txm = buf[: n0 + n_total]
         self.stats.arrived += n_total
 
     # -------------------------------------------------------------------------------- step
@@ -930,9 +979,10 @@ class Node:
         off = soff = 0
         for ei, e in enumerate(ENTITIES):
             T = self.tables[e]
-            ent_n[ei], ent_nc[ei], ent_off[ei], ent_soff[ei] = T.n, T.n_counters, off, soff
+            nu = int(self.ent_nu[ei])
+            ent_n[ei], ent_nc[ei], ent_off[ei], ent_soff[ei] = T.n, nu, off, soff
             meas.append(T.alive[: T.n] & (T.xptr[: T.n] >= 0))
-            off += T.n * T.n_counters
+            off += T.n * nu
             soff += T.n
         measured = np.concatenate(meas)
         acc = np.zeros(off)
@@ -943,12 +993,15 @@ class Node:
         spans = np.empty((self.txm.shape[0], 3), dtype=np.int64)
         nspan = des.run_step(
             t0, t1, self.rng, self.txm, self.seqc,
-            self.stg, self.st_mean, self.st_prob, self.st_bytes, self.typ,
+            *self.k_st, self.st_mean, self.st_prob, self.st_bytes,
+            self.k_ty_first, self.k_ty_n,
             P.cpu, self.p_class, self.cpu_map, self.vol_dp2, self.tmf_by_cpu, self.mon_by_cpu,
             self.static["pathmon"], self.static["cmon"],
             self.part_vol, self.vol_service, self.line_speed, self.net_speed,
             t.n_cpus, len(t.volumes), len(t.lines), len(t.netlines),
-            self.ef_tab, self.ef_grp, self.ef_tab_amt, ent_off, ent_nc, ent_n, ent_soff, measured, acc, lev,
+            self.k_g_q0, self.k_g_q1, self.k_q_sel, self.k_q_ent, self.k_q_r0, self.k_q_r1,
+            self.k_r_ctr, self.k_r_mode, self.k_r_lev, self.ef_tab_amt,
+            ent_off, ent_nc, ent_n, ent_soff, measured, acc, lev,
             self.topo_file_of_part, self.fo, self.dop, self.line_x25_i, self.remote_cluster,
             st_peak, opens, spans, self.c_dep0,
         )  # fmt: skip
@@ -958,10 +1011,9 @@ class Node:
         for ei, e in enumerate(ENTITIES):
             if not meas[ei].any():
                 continue
-            n, nc, o = int(ent_n[ei]), int(ent_nc[ei]), int(ent_off[ei])
-            a = acc[o : o + n * nc].reshape(n, nc)
-            lv = lev[o : o + n * nc].reshape(n, nc)
-            pk = lv.copy()
+            n, o = int(ent_n[ei]), int(ent_off[ei])
+            a, lv, pk = self._out_buffers(e, n)
+            des.spread(acc, lev, o, self.ucols[ei], a, lv, pk)
             c = self._peak_cols.get(e)
             if self.peaks and c is not None:
                 if e == "cpu":
@@ -987,57 +1039,81 @@ class Node:
                 out["tmf"][2][:, c] = np.maximum(out["tmf"][2][:, c], out["tmf"][1][:, c])
         return out
 
+    def _out_buffers(self, e: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The step's (acc, level, peak) rows of entity ``e``: buffers kept from step to step
+        (the hooks get them only for the duration of the call), refilled by des.spread."""
+        bufs = self.__dict__.setdefault("_outbuf", {})
+        b = bufs.get(e)
+        if b is None or b[0].shape[0] < n:
+            nc = self.tables[e].n_counters
+            cap = max(n, 2 * (0 if b is None else b[0].shape[0]), 16)
+            b = bufs[e] = tuple(np.zeros((cap, nc)) for _ in range(3))
+        return b[0][:n], b[1][:n], b[2][:n]
+
     @property
     def line_x25_i(self) -> np.ndarray:
         return self.line_x25.astype(np.int64)
 
     def _keep(self, keep: np.ndarray) -> None:
-        self.txm = self.txm[keep]
+        n = des.compact(self.txm, ~keep)
+        self.txm = self._txbuf[:n]
+
+    def __getstate__(self) -> dict:
+        """Pickle the transaction rows, not the buffer behind them."""
+        state = self.__dict__.copy()
+        state["_txbuf"] = None
+        state["txm"] = self.txm.copy()
+        state.pop("_outbuf", None)  # per-step scratch
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._txbuf = self.txm
+
+    _COMPLETE_TARGETS = (
+        ("terminal", "TRANSACTIONS"),
+        ("terminal", "RESPONSE-TIME"),
+        ("cpu", "TRANSACTIONS"),
+        ("cpu", "RESPONSE-TIME"),
+        ("line", "TRANSACTIONS"),
+        ("line", "RESPONSE-TIME"),
+        ("tmf", "HOME-TRANS-QTIME"),
+    )
 
     def _complete(self, fi: np.ndarray, t0: int, W: int, out) -> None:
         """Transactions whose last visit ended: response time and TMF lifetime from the
-        transaction's own clock (departures of its flagged stages)."""
-        m = self.txm[fi]
-        typ = m[:, des.C_TYPE]
-        self.stats.completed += int(fi.size)
-        self.stats.sys_time_us += float((m[:, des.C_T_DONE] - m[:, des.C_T_ARR]).sum())
-        rd, rp, bg, cm = (
-            self.type_readdone[typ],
-            self.type_reply[typ],
-            self.type_begin[typ],
-            self.type_commit[typ],
-        )
-        ok = (rd >= 0) & (rp > 0)
-        resp = np.where(ok, m[:, des.C_T_RP] - m[:, des.C_T_RD], 0)
-        self.stats.response_us += float(resp[ok].sum())
-        self.stats.responses += int(ok.sum())
-        okt = (bg >= 0) & (cm >= 0)
-        life = np.where(okt, m[:, des.C_T_CM] - m[:, des.C_T_BG], 0)
-        P = self.tables["process"]
-        tcp = m[:, des.C_TCP]
-        tcpcpu = np.where(tcp >= 0, self.cpu_map[P.cpu[np.maximum(tcp, 0)]], -1)
-        term = m[:, des.C_TERM]
-        line = m[:, des.C_LINE]
-        x25 = np.where((line >= 0) & self.line_x25[np.maximum(line, 0)], line, -1)
-        for ent, slots, ctr, w in (
-            ("terminal", term, "TRANSACTIONS", ok * 1.0),
-            ("terminal", term, "RESPONSE-TIME", resp),
-            ("cpu", tcpcpu, "TRANSACTIONS", ok * 1.0),
-            ("cpu", tcpcpu, "RESPONSE-TIME", resp),
-            ("line", x25, "TRANSACTIONS", ok * 1.0),
-            ("line", x25, "RESPONSE-TIME", resp),
-            ("tmf", m[:, des.C_TMF_CPU], "HOME-TRANS-QTIME", life * okt),
-        ):
+        transaction's own clock (departures of its flagged stages), see :func:`des.complete`."""
+        cols = np.full(7, -1, dtype=np.int64)
+        arrs = {}
+        for q, (ent, ctr) in enumerate(self._COMPLETE_TARGETS):
             o = out.get(ent)
             T = self.tables[ent]
-            if o is None or ctr not in T.entity:
-                continue
-            mm = (slots >= 0) & (w != 0)
-            o[0][:, T.entity.index(ctr)] += np.bincount(slots[mm], weights=w[mm], minlength=T.n)[
-                : T.n
-            ]
-        if getattr(self, "_extras", None) is not None:
-            self._extras.completed(fi)
+            if o is not None and ctr in T.entity:
+                cols[q] = T.entity.index(ctr)
+                arrs[ent] = o[0]
+        dummy = np.zeros((1, 1))
+        ex = getattr(self, "_extras", None)
+        if ex is not None:
+            k0, k1, is_batch = ex.k0, ex.k1, ex.is_batch
+        else:
+            k0 = k1 = np.full(len(self.types), -1, dtype=np.int64)
+            is_batch = np.zeros(len(self.types), dtype=bool)
+        req = np.empty((fi.size, 2), dtype=np.int64)
+        blk = np.empty((fi.size, 2), dtype=np.int64)
+        n_resp, s_resp, s_sys, nreq, nblk = des.complete(
+            self.txm, fi, self.typ, self.c_dep0, self.tables["process"].cpu, self.cpu_map,
+            self.line_x25_i, arrs.get("terminal", dummy), arrs.get("cpu", dummy),
+            arrs.get("line", dummy), arrs.get("tmf", dummy), cols, k0, k1, is_batch, req, blk,
+        )  # fmt: skip
+        self.stats.completed += int(fi.size)
+        self.stats.sys_time_us += float(s_sys)
+        self.stats.response_us += float(s_resp)
+        self.stats.responses += int(n_resp)
+        if ex is not None:
+            if nreq:
+                ex.requests_done(req[:nreq, 0], req[:nreq, 1])
+            if nblk:
+                ex.blocks_done(blk[:nblk, 0], blk[:nblk, 1])
 
     @property
     def topo_file_of_part(self) -> np.ndarray:
@@ -1052,22 +1128,23 @@ class Node:
         T = self.tables["process"]
         if out.get("process") is None or "RECV-QTIME" not in T.entity or spans.shape[0] == 0:
             return
-        p = spans[:, 0]
-        a = spans[:, 1] - t0
-        span = np.maximum(spans[:, 2] - spans[:, 1], 1)
-        order, d = fcfs(p, a, span)
-        wait = (d - span[order]) - a[order]
-        p = p[order]
-        c = T.entity.index("RECV-QTIME")
         acc, lev, peak = out["process"]
-        acc[:, c] += np.bincount(p, weights=wait, minlength=T.n)[: T.n]
-        inq = (a[order] <= W) & (a[order] + wait > W)
-        lev[:, c] += np.bincount(p, weights=inq, minlength=T.n)[: T.n]
-        peak[:, c] = np.maximum(peak[:, c], lev[:, c])
-        self._recv_wait_step = float(wait.mean())
+        total = des.recv_queue(spans, t0, W, acc, lev, peak, T.entity.index("RECV-QTIME"))
+        self._recv_wait_step = float(total) / spans.shape[0]
 
     # ----------------------------------------------------------------------------- emit
     def _emit(self, t1: int, out, W: int) -> None:
+        if not hasattr(self, "_emit_cols"):
+            self._emit_cols = {}
+            for e in ENTITIES:
+                kinds = self.kind_of[e]
+                mq = np.array(self.maxq_of[e], dtype=np.int64).reshape(-1, 2)
+                self._emit_cols[e] = (
+                    np.flatnonzero((kinds == KIND_BUSY) | (kinds == KIND_QBUSY)),
+                    np.flatnonzero(kinds == KIND_SNAPSHOT),
+                    np.ascontiguousarray(mq[:, 0]),
+                    np.ascontiguousarray(mq[:, 1]),
+                )
         for e in ENTITIES:
             T = self.tables[e]
             ms = T.measured_slots()
@@ -1083,18 +1160,9 @@ class Node:
                 acc, lev, peak = o
             else:
                 acc, lev, peak = (x[ms] for x in o)
-            kinds = self.kind_of[e]
-            busy = (kinds == KIND_BUSY) | (kinds == KIND_QBUSY)
-            if busy.any():
-                lev[:, busy] = np.minimum(lev[:, busy], 1.0)
-                peak[:, busy] = lev[:, busy]
+            busy, snapc, mq_pos, mq_src = self._emit_cols[e]
             sn = self.snap.get(e)
-            if sn is not None:
-                snapm = kinds == KIND_SNAPSHOT
-                lev[:, snapm] = sn[ms][:, snapm]
-            for pos, qpos in self.maxq_of[e]:
-                peak[:, pos] = peak[:, qpos]
-                lev[:, pos] = lev[:, qpos]
+            des.emit_levels(lev, peak, busy, mq_pos, mq_src, sn, ms, snapc)
             self.hooks.xctr(e, ms, T.xptr[ms], acc, lev, peak, t1)
 
     def _dynamic_opens(self, t0: int, t1: int) -> None:

@@ -5,10 +5,11 @@ NETLINE, SYSTEM, CLUSTER, TERMINAL and TMF counters. This module adds the remain
 entity types from what the engine already computes. Its inputs are engine-neutral:
 :meth:`Extras.requests_done` (server slot and response time of each request replied to),
 :meth:`Extras.blocks_done` (batch blocks completed) and :meth:`Extras.after_step` (the step's
-per-entity contributions, optionally the requests in flight); :meth:`Extras.completed` adapts
-the vectorised engine (transactions finishing, read from ``node.tx`` before they leave it).
-The engine touches it at three points: construction at the end of ``Node.__init__``,
-``completed`` when transactions finish, ``after_step`` at the end of every step.
+per-entity contributions, optionally the requests in flight). The engine touches it at three
+points: construction at the end of ``Node.__init__``, ``requests_done``/``blocks_done`` when
+transactions finish (``Node._complete``, from :func:`collector.node.des.complete`: ``k0``,
+``k1`` and ``is_batch`` below say where a type's request starts and ends), ``after_step`` at
+the end of every step.
 
 USERDEF (user-defined counters of application servers)
     Every PATHWAY server process gets one element per user counter its server class declares
@@ -192,31 +193,6 @@ class Extras:
         if proc.size and self.tapes:
             self._blocks.append((proc.astype(np.int64), at_us.astype(np.int64)))
 
-    def completed(self, fi: np.ndarray) -> None:
-        """Adapter for the vectorised engine: transactions ``fi`` (rows of ``node.tx``)
-        finished their last stage this step (called before they leave ``node.tx``). A
-        request's span and a block's time are taken on the transaction's own clock."""
-        node = self.node
-        if fi.size == 0:
-            return
-        tx = node.tx
-        typ = tx["type"][fi]
-        srv = tx["server"][fi]
-        ok = (self.k1[typ] >= 0) & (srv >= 0)
-        bt = self.is_batch[typ] & (srv >= 0)
-        if not (ok.any() or bt.any()):
-            return
-        act = np.cumsum(node.sd_soj[fi], axis=1)  # departure of each stage, from the arrival
-        r = np.arange(fi.size)
-        if ok.any():
-            k0 = self.k0[typ]
-            start = np.where(k0 >= 0, act[r, np.maximum(k0, 0)], 0)
-            resp = act[r, np.maximum(self.k1[typ], 0)] - start
-            self.requests_done(srv[ok], resp[ok])
-        if bt.any():
-            done = tx["t_arr"][fi] + act[r, node.type_n[typ] - 1]
-            self.blocks_done(srv[bt], done[bt])
-
     def after_step(
         self, t0: int, W: int, out: dict | None, inflight: np.ndarray | None = None
     ) -> None:
@@ -362,8 +338,9 @@ class Extras:
         if rows.size == 0:
             return np.zeros(n)
         k0 = self.k0[typ[rows]]
-        recv = np.where(k0 >= 0, node.sd_done[rows, np.maximum(k0, 0)], True)
-        fl = recv & ~node.sd_done[rows, self.k1[typ[rows]]]
+        k = tx["k"][rows]  # stages done (stage j is done when j < k)
+        recv = (k0 < 0) | (k0 < k)
+        fl = recv & (k <= self.k1[typ[rows]])
         return np.bincount(srv[rows][fl], minlength=n)[:n].astype(float)
 
     def _bump_userdef(self, t1: int, inflight: np.ndarray | None) -> None:
@@ -383,7 +360,7 @@ class Extras:
             if inflight is not None:
                 k = min(n, inflight.size)
                 lvl[:k] = inflight[:k]
-            elif hasattr(self.node, "sd_done"):
+            elif hasattr(type(self.node), "tx"):  # the engine's transaction rows
                 lvl = self._inflight(n)
             p = self.ud_proc[ms]
             resp = self.ud_resp[ms]
@@ -473,7 +450,11 @@ class Extras:
             d = np.concatenate([pd, nd])
             o = np.concatenate([po, no])
             slot = self.tape_slot[ti]
-            if D.alive[slot] and D.xptr[slot] >= 0:
+            if D.alive[slot] and D.xptr[slot] >= 0 and a.size == 0:  # an idle drive: all 0
+                sl = np.array([slot], dtype=np.int64)
+                z = np.zeros((1, D.n_counters))
+                self.node.hooks.xctr("device", sl, D.xptr[sl], z, z.copy(), z.copy(), t1)
+            elif D.alive[slot] and D.xptr[slot] >= 0:
                 acc = np.zeros(D.n_counters)
                 lev = np.zeros(D.n_counters)
                 peak = np.zeros(D.n_counters)

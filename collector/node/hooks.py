@@ -109,7 +109,10 @@ class NodeHooks(Protocol):
         peak: np.ndarray,
         at_us: int,
     ) -> None:
-        """Bump counter records: rows of acc/level/peak belong to ``slots`` (all xptr >= 0)."""
+        """Bump counter records: rows of acc/level/peak belong to ``slots`` (all xptr >= 0).
+
+        The arrays are the node's own buffers, valid for the duration of the call only (the
+        node reuses them next step): copy what you keep."""
 
     def entity_started(self, entity: str, slot: int, at_us: int) -> None: ...
 
