@@ -269,6 +269,9 @@ class Node:
         cpu, pin = int(P.cpu[slot]), int(P.ids["pin"][slot])
         for fnum, fname in enumerate(p.opens):
             fi = self.file_index[fname]
+            # FILE names the file as the process opened it: $VOL.SUBVOL.FILE of the primary
+            # partition (DISCOPEN has one entity per partition).
+            primary = t.partitions[t.files[fi]["partitions"][0]]["name"]
             s = self.tables["file"].add(
                 cpu=cpu,
                 at_us=at,
@@ -276,7 +279,7 @@ class Node:
                 opener_cpu=cpu,
                 opener_pin=pin,
                 file_number=fnum + 1,
-                file_name=fname,
+                file_name=primary,
                 device_type=3,
             )
             self.fo[slot, fi] = s
@@ -1174,6 +1177,11 @@ class Node:
         if counts is None:
             return
         P, F = self.tables["process"], self.tables["file"]
+        if not hasattr(self, "_scratch_file"):
+            # a scratch file on the first application volume (else the first volume)
+            vols = [v["name"] for v in self.topo.volumes]
+            app = [v for v in vols if v not in ("$SYSTEM", "$AUDIT")] or vols
+            self._scratch_file = f"{app[0]}.TEMP.SCRATCH"
         srv = np.flatnonzero(counts)
         if srv.size == 0:
             return
@@ -1192,7 +1200,7 @@ class Node:
                 opener_cpu=int(P.cpu[sp]),
                 opener_pin=int(P.ids["pin"][sp]),
                 file_number=99,
-                file_name="TEMP.SCRATCH",
+                file_name=self._scratch_file,
                 device_type=3,
             )
             self.hooks.entity_started("file", slot, t0)

@@ -101,7 +101,7 @@ def test_staged_problems_show_in_counters():
     assert h.total("disc", "BLOCK-SPLITS").sum() > 0
     assert h.total("process", "FILE-OPEN-CALLS").sum() > 0  # dynamic file opens
     F = node.tables["file"]
-    scratch = F.ids["file_name"][: F.n] == "TEMP.SCRATCH"
+    scratch = F.ids["file_name"][: F.n] == "$DATA1.TEMP.SCRATCH"  # on the first application volume
     assert scratch.any() and not F.alive[: F.n][scratch].any()
     d = node.tables["disc"]
     req = h.total("disc", "READS")  # physical reads: the account file, partitioned over $DATA1-4
@@ -189,3 +189,18 @@ def test_clocks():
     now[0] = 200.0
     with pytest.raises(RuntimeError, match="behind real time"):
         strict.wait_until(1_000_000)
+
+
+def test_file_opens_name_the_primary_partition_as_a_file_descriptor_names_it():
+    """FILE entities carry $VOL.SUBVOL.FILE (the primary partition), so an ADD FILE
+    descriptor selects them; DISCOPEN has one entity per partition."""
+    from collector.measure.contab import Contab, EntityDescriptor
+
+    node = Node("demo", "demo", seed=1, start_us=START_US)
+    F, D = node.tables["file"], node.tables["discopen"]
+    names = {str(F.ids["file_name"][s]) for s in range(F.n)}
+    assert "$DATA1.ET1.ACCOUNT" in names and "$DATA3.ET1.HISTORY" in names
+    c = Contab(descriptors=[EntityDescriptor(type="FILE", fields={"file_name": "$DATA1.ET1.*"})])
+    chosen = {str(F.ids["file_name"][s]) for s in range(F.n) if c.matches("FILE", F.id_of(s))}
+    assert chosen == {"$DATA1.ET1.ACCOUNT", "$DATA1.ET1.TELLER"}
+    assert {str(D.ids["file_name"][s]) for s in range(D.n)} >= {f"$DATA{i}.ET1.ACCOUNT" for i in range(1, 5)}
