@@ -3,6 +3,7 @@
     measuredb report threshold --system '\\DEMO' --date 2024-03-09 --shift 3
     measuredb report cpu-trend --system '\\DEMO' --from 2024-01-01 --to 2024-04-02 --format csv
     measuredb report process-summary --system '\\DEMO' --from 2024-03-09T08:00 --to 2024-03-09T10:00
+    measuredb report transaction-resource --system '\\RDS' --from 2024-03-04T08:10 --to 2024-03-04T09:10
 
 Scheduled reports (collector/scheduler.py, the successors of the 1986 OBEY files):
 
@@ -61,6 +62,12 @@ def report_command(
     pin: Annotated[int | None, typer.Option(help="PIN (process-disc-file-activity)")] = None,
     measurement: Annotated[int | None, typer.Option(help="only this measurement_id")] = None,
     capacity: Annotated[float | None, typer.Option(help="available capacity %, capacity-forecast")] = None,
+    transaction_process: Annotated[str | None, typer.Option(
+        help="transaction-resource: count the MESSAGES-RECEIVED of the processes whose name matches "
+             "this LIKE pattern (e.g. '$SRV%') as the transactions; default: terminal transactions")] = None,
+    min_cpu_seconds: Annotated[float | None, typer.Option(help="busy-process: CPU seconds above which "
+                                                          "a process is listed (600)")] = None,
+    max_priority: Annotated[int | None, typer.Option(help="busy-process: priorities below this (200)")] = None,
     output: Annotated[str, typer.Option("--format", help="text, csv or json")] = "text",
 ) -> None:
     """Run report NAME against the database and print it."""
@@ -74,8 +81,13 @@ def report_command(
         if output not in ("text", "csv", "json"):
             raise reports.ReportError(f"--format {output!r}: use text, csv or json")
         rep = reports.report(name)
-        extra = {k: v for k, v in {"cpu": cpu, "pin": pin, "measurement": measurement,
-                                    "capacity": capacity}.items() if k in rep.params}
+        given = {"cpu": cpu, "pin": pin, "measurement": measurement, "capacity": capacity,
+                 "transaction_process": transaction_process, "min_cpu_seconds": min_cpu_seconds,
+                 "max_priority": max_priority}
+        misplaced = [k for k, v in given.items() if v is not None and k not in rep.params]
+        if misplaced:
+            raise reports.ReportError(f"report {name} takes no --{misplaced[0].replace('_', '-')}")
+        extra = {k: v for k, v in given.items() if k in rep.params}
         params = reports.build_params(name, system=system, day=day, date_from=date_from, date_to=date_to,
                               shift=shift, extra=extra)
         url, server = _connect()

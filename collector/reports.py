@@ -103,7 +103,8 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("component", "COMPONENT"), Column("cpu_ms_per_transaction", "CPU MS PER/TRANSACTION", F),
         Column("cpu_seconds", "CPU/SECONDS", "f2"), Column("transactions", "TRANS-/ACTIONS", "n"),
         Column("transactions_per_second_per_cpu", "TPS/PER CPU", "f2"),
-        Column("cpu_utilization_percent", "CPU/BUSY", F), Column("response_seconds_avg", "AVG/RESP/SEC", "f2")),
+        Column("cpu_utilization_percent", "CPU/BUSY", F), Column("response_seconds_avg", "AVG/RESP/SEC", "f2"),
+        Column("response_seconds_p95", "95 %/RESP/SEC", "f2")),
         window="time"),
     Report("capacity-forecast", "CAPACITY FORECAST",
            {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED, "capacity": 70}, (
@@ -214,13 +215,7 @@ def fmt(value: Any, kind: str) -> str:
     return str(value)
 
 
-def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
-    rep = report(name)
-    cells = [[fmt(r.get(c.key), c.fmt) for c in rep.columns] for r in rows]
-    heads = [c.heading.split("/") for c in rep.columns]
-    depth = max(len(h) for h in heads)
-    widths = [max([len(x) for x in h] + [len(row[i]) for row in cells] + [5]) for i, h in enumerate(heads)]
-    total = sum(widths) + 2 * (len(widths) - 1)
+def _title_block(rep: Report, params: dict[str, Any], total: int) -> list[str]:
     lines = [rep.title.center(total).rstrip(), ""]
     block = {"system": "SYSTEM", "day": "DATE", "shift": "SHIFT", "date_from": "DATES",
              "from_at": "FROM", "to_at": "TO"}
@@ -231,6 +226,70 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -
         if key == "date_from":
             value = f"{params['date_from']} TO {params['date_to']}"
         lines.append(f"   {label + ':':<12}{value}")
+    return lines
+
+
+# Table 4 of the ATM article: the components in its order, then the lines below them.
+TABLE4_COMPONENTS = (("total", "TOTAL"), ("system_overhead", "SYSTEM OVERHEAD"),
+                     ("tmf_disc", "TMF/DISC PROCESSES"), ("line_handler", "LINE HANDLERS"),
+                     ("tcp", "PATHWAY TCP"), ("hls", "HLS PROCESSES"),
+                     ("server", "APPLICATION SERVERS"), ("other", "OTHER PROCESSES"))
+
+
+def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """The transaction resource report laid out as Table 4: CPU ms per transaction and % of the
+    total per component, then average and 95 % response, transactions per second per CPU and
+    total CPU utilisation (the values repeated on every row are printed once)."""
+    rep = report("transaction-resource")
+    by = {r["component"]: r for r in rows}
+    labels = dict(TABLE4_COMPONENTS)
+    order = [c for c, _ in TABLE4_COMPONENTS if c in by] + sorted(set(by) - set(labels))
+    total_ms = by.get("total", {}).get("cpu_ms_per_transaction")
+    body = []
+    for comp in order:
+        r = by[comp]
+        ms = r.get("cpu_ms_per_transaction")
+        pct = 100 * ms / total_ms if ms is not None and total_ms else None
+        body.append((labels.get(comp, comp.upper()), fmt(ms, F), fmt(pct, F), fmt(r.get("cpu_seconds"), "f2")))
+    first = rows[0] if rows else {}
+    source = first.get("response_source")
+    per_sample = first.get("response_transactions_per_sample")
+    basis = (f"({source.upper()} RECORDS, {fmt(per_sample, F)} TRANSACTIONS PER RECORD)"
+             if source else "(NO RESPONSE TIMES MEASURED)")
+    tail = [("AVERAGE RESPONSE (S)", fmt(first.get("response_seconds_avg"), "f2"), "", ""),
+            ("95 % RESPONSE (S)", fmt(first.get("response_seconds_p95"), "f2"), "", basis),
+            ("TRANSACTIONS", fmt(first.get("transactions"), "n"), "", ""),
+            ("TRANSACTIONS/S PER CPU", fmt(first.get("transactions_per_second_per_cpu"), "f2"), "", ""),
+            ("TOTAL CPU UTILISATION (%)", fmt(first.get("cpu_utilization_percent"), F), "", "")]
+    heads = (("", "COMPONENT"), ("CPU MS PER", "TRANSACTION"), ("", "%"), ("CPU", "SECONDS"))
+    widths = [max(len(h[0]), len(h[1]), *(len(b[i]) for b in body + (tail if i < 2 else [])))
+              for i, h in enumerate(heads)]
+    lines = _title_block(rep, params, sum(widths) + 6) + [""]
+    for level in (0, 1):
+        lines.append("  ".join(h[level].ljust(w) if i == 0 else h[level].rjust(w)
+                               for i, (h, w) in enumerate(zip(heads, widths))).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    if not rows:
+        lines.append(rep.empty)
+    for b in body:
+        lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                               for i, (v, w) in enumerate(zip(b, widths))).rstrip())
+    lines.append("")
+    for label, value, _, note in tail:
+        lines.append(f"{label.ljust(widths[0])}  {value.rjust(widths[1])}  {note}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    if name == "transaction-resource":
+        return _render_table4(rows, params)
+    rep = report(name)
+    cells = [[fmt(r.get(c.key), c.fmt) for c in rep.columns] for r in rows]
+    heads = [c.heading.split("/") for c in rep.columns]
+    depth = max(len(h) for h in heads)
+    widths = [max([len(x) for x in h] + [len(row[i]) for row in cells] + [5]) for i, h in enumerate(heads)]
+    total = sum(widths) + 2 * (len(widths) - 1)
+    lines = _title_block(rep, params, total)
     if name == "threshold" and rows:
         lines.append(f"   {'OS VERSION:':<12}{rows[0].get('os_version') or ''}")
     lines.append("")

@@ -196,11 +196,26 @@ def dashboard(stem: str, title: str, description: str, variables: list[dict], pa
     }
 
 
-def series_sql(entity: str, column: str, label: str, where: str) -> str:
-    return f"""
+def series_sql(entity: str, column: str, label: str, where: str, top: int | None = None) -> str:
+    """One column of measure.<entity>_series (only its item read on the upper tiers); with `top`,
+    only the `top` series with the highest average (max columns: maximum) over the range."""
+    item = column.rsplit("_", 1)[0]
+    if top is None:
+        return f"""
 SELECT bucket_at AS "time", {label} AS metric, {column} AS value
-  FROM measure.{entity}_series({RANGE}, {SHIFTS})
+  FROM measure.{entity}_series({RANGE}, {SHIFTS}, ARRAY['{item}'])
  WHERE {where}
+ ORDER BY 1, 2"""
+    rank = "max" if column.endswith("_max") else "avg"
+    return f"""
+WITH s AS MATERIALIZED (
+    SELECT bucket_at, {label} AS metric, {column} AS value
+      FROM measure.{entity}_series({RANGE}, {SHIFTS}, ARRAY['{item}'])
+     WHERE {where}),
+top AS (
+    SELECT metric FROM s GROUP BY metric ORDER BY {rank}(value) DESC NULLS LAST, metric LIMIT {top})
+SELECT s.bucket_at AS "time", s.metric, s.value
+  FROM s JOIN top ON top.metric = s.metric
  ORDER BY 1, 2"""
 
 
@@ -216,18 +231,25 @@ def tier_panel(lay: Layout) -> dict[str, Any]:
 
 def series_dashboard(stem: str, title: str, description: str, entity: str, variables: list[dict],
                      label: str, where: str, items: list[tuple[str, str, str, str]],
-                     extra: list | None = None) -> dict[str, Any]:
+                     extra: list | None = None, top: int | None = None) -> dict[str, Any]:
     lay = Layout()
     panels = [tier_panel(lay)]
     lay.x = 24  # the tier table sits alone in its row
     for column, ptitle, unit, pdesc in items:
-        panels.append(timeseries(lay, ptitle, pdesc + TIER_NOTE, unit, series_sql(entity, column, label, where)))
+        if top:
+            pdesc += (f" The {top} with the highest {'maximum' if column.endswith('_max') else 'average'} over "
+                      "the range.")
+        panels.append(timeseries(lay, ptitle, pdesc + TIER_NOTE, unit, series_sql(entity, column, label, where, top)))
     for make in extra or []:
         panels.append(make(lay))
     return dashboard(stem, title, description, variables, panels)
 
 
 # ------------------------------------------------------------------ the dashboards
+
+# Threshold graphs of entity types with many subjects show only the ones with the largest values.
+TOP_SUBJECTS = {"process": 10}
+
 
 def threshold_dashboard() -> dict[str, Any]:
     lay = Layout()
@@ -244,41 +266,45 @@ def threshold_dashboard() -> dict[str, Any]:
         overrides.append(unit_override(col, "percent", 1))
     overrides += [unit_override("time", "dateTimeAsIso"), unit_override("CPU #", "none", 0),
                   unit_override("shift", "none", 0), unit_override("broken", "string")]
+    overrides.append(unit_override("hours", "none", 0))
     panels = [table(lay, "Threshold report (Figure 1)",
                     "ENFORM Figure 1/9: every CPU and hour of the range that breaks at least one CPU "
                     "threshold in force for the system (measure.threshold), with MAX (largest interval "
                     "value), DELT (max - min of the interval values) and AVG (time-weighted) items. Cells "
                     "are red where the default limit is broken; `broken` lists the limits of this system "
-                    "that the hour breaks. Queue lengths are average lengths, swaps per second.",
+                    "that the hour breaks. Queue lengths are average lengths, swaps per second. Past 7 days "
+                    "one row per CPU and shift (past 92 days per CPU, month and shift) with at least one "
+                    "breaking hour: `hours` = its breaking hours, the items = their largest hourly value in "
+                    "it, the AVG columns empty, `broken` = each broken limit with its hours "
+                    "(measure.threshold_table; resolved when the hours were condensed).",
                     "short", f"""
-SELECT h.hour_at AS "time", h.cpu AS "CPU #", to_char(h.local_hour, 'YYYY-MM-DD HH24:MI') AS "time of day",
-       b.shift_no AS shift, h.qlen_max, h.qlen_delt, h.swap_max, h.busy_max, h.busy_delt, h.ibusy_max,
-       h.qlen_avg, h.swap_avg, h.busy_avg, h.ibusy_avg, b.broken
-  FROM (SELECT c.hour_at, c.subject, min(c.shift_no) AS shift_no,
-               string_agg(c.item || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS broken
-          FROM measure.threshold_check({RANGE}, 'cpu', NULL, true) c
-         WHERE c.broken AND c.shift_no IN ($shift) AND c.subject IN ($cpu)
-         GROUP BY c.hour_at, c.subject) b
-  JOIN measure.cpu_hour h ON h.system_name = '$system' AND h.hour_at = b.hour_at AND h.cpu::text = b.subject
- ORDER BY h.cpu, h.hour_at""", h=10, overrides=overrides)]
+SELECT t.bucket_at AS "time", t.cpu AS "CPU #", t.time_of_day AS "time of day", t.shift_no AS shift, t.hours,
+       t.qlen_max, t.qlen_delt, t.swap_max, t.busy_max, t.busy_delt, t.ibusy_max,
+       t.qlen_avg, t.swap_avg, t.busy_avg, t.ibusy_avg, t.broken
+  FROM measure.threshold_table({RANGE}, {SHIFTS}, ARRAY[$cpu]::text[]) t
+ ORDER BY t.cpu, t.bucket_at""", h=10, overrides=overrides)]
     units = {"busy": "percent", "qlen": "short", "swap": "short", "pqlen": "short"}
     for entity, item, op, limit, help_ in defaults:
         unit = next((u for k, u in units.items() if item.startswith(k) or f"_{k}" in item), "short")
         if "busy" in item:
             unit = "percent"
-        where = f"c.item = '{item}'" + (" AND c.subject IN ($cpu)" if entity == "cpu" else "")
+        subjects = "ARRAY[$cpu]::text[]" if entity == "cpu" else "NULL"
+        top = TOP_SUBJECTS.get(entity)
         label = "'CPU ' || subject" if entity == "cpu" else "subject"
+        which = f"the {top} {entity} subjects with the largest values in the range" if top \
+            else f"every {entity} subject"
         panels.append(timeseries(
-            lay, f"{entity.upper()} {item} (limit {op} {limit:g} by default)",
-            f"Hourly {item} of every {entity} subject (measure.{entity}_hour), the largest value per time "
-            f"bucket, and the limit in force for the system from measure.threshold "
-            f"(default: {help_}). Read from the hour tier at every range: thresholds are hourly items.",
+            lay, f"{entity.upper()} {item} (limit {op} {limit:g} by default)" + (f", top {top}" if top else ""),
+            f"Hourly {item} (measure.{entity}_hour) of {which}, the largest value per time bucket, and the "
+            f"limit in force for the system from measure.threshold (default: {help_}). Up to 7 days the "
+            "hourly values; past that the largest hourly value of each shift (past 92 days of each month "
+            "and shift), resolved when the hours were condensed (measure.threshold_series).",
             unit, f"""
 WITH v AS (
-    SELECT $__timeGroupAlias(hour_at,$__interval), subject, max(value) AS value,
+    SELECT $__timeGroupAlias(bucket_at,$__interval), subject,
+           CASE WHEN bool_and(operator IN ('<', '<=')) THEN min(value) ELSE max(value) END AS value,
            max(operator || ' ' || limit_value) AS rule, max(limit_value) AS lim
-      FROM measure.threshold_check({RANGE}, '{entity}', '{item}') c
-     WHERE {where} AND c.shift_no IN ($shift)
+      FROM measure.threshold_series({RANGE}, '{entity}', '{item}', {SHIFTS}, {subjects}, {top or "NULL"}) c
      GROUP BY 1, 2)
 SELECT "time", {label} AS metric, value FROM v
 UNION ALL
@@ -288,18 +314,14 @@ SELECT DISTINCT "time", 'limit ' || rule, lim FROM v
         "name": "Threshold violations", "enable": True, "hide": False, "iconColor": "red",
         "datasource": DS,
         "target": target(f"""
-SELECT c.hour_at AS "time", c.hour_at + INTERVAL '1 hour' AS timeend,
-       c.entity || ' ' || c.subject || ': ' ||
-       string_agg(c.item || ' ' || round(c.value, 1) || ' ' || c.operator || ' ' || c.limit_value, ', ' ORDER BY c.item) AS text,
-       c.entity || ',threshold' AS tags
-  FROM measure.threshold_check({RANGE}, NULL, NULL, true) c
- WHERE c.broken AND c.shift_no IN ($shift)
- GROUP BY c.hour_at, c.entity, c.subject
+SELECT a."time", a.timeend, a.text, a.tags
+  FROM measure.threshold_annotations({RANGE}, {SHIFTS}) a
  ORDER BY 1""", "table", "Anno"),
     }
     return dashboard("threshold", "MEASURE threshold report",
                      "ENFORM threshold report (Figures 1 and 9) over the hour tier, the threshold items "
-                     "with their limits, and every violation as an annotation.",
+                     "with their limits, and every violation as an annotation (one per hour and subject up "
+                     "to 7 days, one per shift or month and entity type beyond).",
                      [SYSTEM_VAR, CPU_VAR, SHIFT_VAR], panels, annotations=[annotation])
 
 
@@ -405,11 +427,55 @@ def lines_dashboard() -> dict[str, Any]:
         ("requests_avg", "Requests per second", "short", "REQUESTS per second."),
         ("byte_rate_avg", "Transfer rate", "Bps", "(INPUT-BYTES + OUTPUT-BYTES) per second."),
     ]
+    lines_ = f"{RANGE}, {SHIFTS}, ARRAY[$line]::text[]"
+    term_note = (" TERMINAL counters of the chosen lines' subdevices: per hour up to 7 days, per shift up to 92 "
+                 "days, per month (the chosen shifts combined) beyond; kept when the hours are condensed, so "
+                 "ranges older than the ~35 days of interval records work too.")
+
+    def spread(lay: Layout) -> dict[str, Any]:
+        return timeseries(
+            lay, "Terminal response time across terminals",
+            "Per time bucket: the mean response time per transaction over all terminals, the 90th percentile "
+            "and the largest of the terminals' own averages (RESPONSE-TIME / TRANSACTIONS, end of read to "
+            "start of write; measure.terminal_spread). A high maximum with a low mean points at a few slow "
+            "terminals." + term_note, "s", f"""
+SELECT bucket_at AS "time", response_seconds_mean AS "mean", response_seconds_p90 AS "90th percentile",
+       response_seconds_max AS "slowest terminal"
+  FROM measure.terminal_spread({lines_})
+ ORDER BY 1""")
+
+    def slowest(lay: Layout) -> dict[str, Any]:
+        return timeseries(
+            lay, "Slowest terminals: response time",
+            "Average response time per transaction of the 5 terminals with the highest average over the "
+            "whole range, by line and subdevice (measure.terminal_series)." + term_note, "s", f"""
+SELECT bucket_at AS "time", line || ' ' || terminal AS metric, response_seconds_avg AS value
+  FROM measure.terminal_series({lines_}, 5)
+ ORDER BY 1, 2""")
+
+    def table_(lay: Layout) -> dict[str, Any]:
+        return table(
+            lay, "Terminals, slowest first",
+            "The 25 terminals with the highest average response over the range (measure.terminal_summary): "
+            "measured hours, transactions, transactions per second, average response per transaction, the "
+            "worst interval average (one interval record), requests and bytes per second over the measured "
+            "time." + term_note, "short", f"""
+SELECT t.line, t.terminal, t.hours, t.transactions, t.transactions_per_second, t.response_seconds_avg,
+       t.response_seconds_max, t.requests_per_second, t.bytes_per_second
+  FROM measure.terminal_summary({lines_}, 25) t
+ ORDER BY t.response_seconds_avg DESC NULLS LAST, t.line, t.terminal""",
+            overrides=[unit_override("hours", "none", 0), unit_override("transactions", "none", 0),
+                       unit_override("transactions_per_second", "short", 3),
+                       unit_override("response_seconds_avg", "s", 3), unit_override("response_seconds_max", "s", 3),
+                       unit_override("requests_per_second", "short", 3), unit_override("bytes_per_second", "Bps"),
+                       unit_override("line", "string"), unit_override("terminal", "string")])
+
     return series_dashboard("lines", "MEASURE lines and terminals",
                             "LINE entity (counters summed over the line's terminals): busy, transactions, "
-                            "response time, requests and bytes.", "line",
+                            "response time, requests and bytes; TERMINAL entity (the lines' subdevices): "
+                            "response time across terminals and the slowest terminals.", "line",
                             [SYSTEM_VAR, entity_var("line", "Line", "line", "e.ids->>'device_name'"), SHIFT_VAR],
-                            "line", "line IN ($line)", items)
+                            "line", "line IN ($line)", items, [spread, slowest, table_])
 
 
 def tmf_dashboard() -> dict[str, Any]:
@@ -478,7 +544,21 @@ SELECT r.file_name, r.open_count, r.input_calls, r.cache_hits, r.output_calls, r
                             "PROCESS entity: busy, $RECEIVE queue and VSEMs per process, and the reports of "
                             "'Performance Considerations for Application Processes' (Figures 1-3, 6, 7).",
                             "process", [SYSTEM_VAR, proc_var, SHIFT_VAR, min_cpu, max_prio], label,
-                            "process_name IN ($process)", items, extra)
+                            "process_name IN ($process)", items, extra, top=20)
+
+
+UC_TOP = 20
+
+
+def top_of(sql: str, top: int = UC_TOP) -> str:
+    """The rows (bucket_at, metric, value) of `sql` for the `top` metrics with the highest average."""
+    return f"""
+WITH s AS MATERIALIZED ({sql}),
+top AS (
+    SELECT metric FROM s GROUP BY metric ORDER BY avg(value) DESC NULLS LAST, metric LIMIT {top})
+SELECT s.bucket_at AS "time", s.metric, s.value
+  FROM s JOIN top ON top.metric = s.metric
+ ORDER BY 1, 2"""
 
 
 def user_counters_dashboard() -> dict[str, Any]:
@@ -503,32 +583,32 @@ def user_counters_dashboard() -> dict[str, Any]:
                             "The QUEUE user counter bumped around each transaction (INCQUEUE/DEQUEUE).")
     panels = [
         tier_panel(lay),
-        timeseries(lay, "Throughput", "The count counter per second (ACCUM RATE ON) per process." + TIER_NOTE,
-                   "short", f"""
-SELECT bucket_at AS "time", process_name || ' ' || counter_name AS metric, sum(value_avg) AS value
-  FROM measure.userdef_series({RANGE}, {SHIFTS})
- WHERE process_name IN ($process) AND counter_name = '$count_counter'
- GROUP BY 1, 2
- ORDER BY 1, 2""", w=24),
+        timeseries(lay, "Throughput", "The count counter per second (ACCUM RATE ON) per process; the "
+                   f"{UC_TOP} processes with the highest average over the range." + TIER_NOTE,
+                   "short", top_of(f"""
+    SELECT bucket_at, process_name || ' ' || counter_name AS metric, sum(value_avg) AS value
+      FROM measure.userdef_series({RANGE}, {SHIFTS}, ARRAY['value'])
+     WHERE process_name IN ($process) AND counter_name = '$count_counter'
+     GROUP BY 1, 2"""), w=24),
         timeseries(lay, "Response time",
                    "Average response per transaction by Little's law: the QUEUE counter's average length "
                    "(transactions in progress) divided by the count counter per second, per process "
-                   "(= queue time / count)." + TIER_NOTE, "s", f"""
-SELECT bucket_at AS "time", process_name AS metric,
-       sum(value_avg) FILTER (WHERE counter_name = '$queue_counter')
-       / nullif(sum(value_avg) FILTER (WHERE counter_name = '$count_counter'), 0) AS value
-  FROM measure.userdef_series({RANGE}, {SHIFTS})
- WHERE process_name IN ($process)
- GROUP BY 1, 2
- ORDER BY 1, 2""", w=24),
+                   f"(= queue time / count); the {UC_TOP} processes with the highest average over the range."
+                   + TIER_NOTE, "s", top_of(f"""
+    SELECT bucket_at, process_name AS metric,
+           sum(value_avg) FILTER (WHERE counter_name = '$queue_counter')
+           / nullif(sum(value_avg) FILTER (WHERE counter_name = '$count_counter'), 0) AS value
+      FROM measure.userdef_series({RANGE}, {SHIFTS}, ARRAY['value'])
+     WHERE process_name IN ($process)
+     GROUP BY 1, 2"""), w=24),
         timeseries(lay, "All user counters",
-                   "Every user counter of the chosen processes in the unit of its TYPE: ACCUM per second, "
-                   "BUSY %, QUEUE average length." + TIER_NOTE, "short", f"""
-SELECT bucket_at AS "time", process_name || ' ' || counter_name || '[' || counter_index || '] ' || counter_type
-       AS metric, value_avg AS value
-  FROM measure.userdef_series({RANGE}, {SHIFTS})
- WHERE process_name IN ($process)
- ORDER BY 1, 2""", w=24),
+                   "User counters of the chosen processes in the unit of their TYPE: ACCUM per second, "
+                   f"BUSY %, QUEUE average length; the {UC_TOP} with the highest average over the range."
+                   + TIER_NOTE, "short", top_of(f"""
+    SELECT bucket_at, process_name || ' ' || counter_name || '[' || counter_index || '] ' || counter_type
+           AS metric, value_avg AS value
+      FROM measure.userdef_series({RANGE}, {SHIFTS}, ARRAY['value'])
+     WHERE process_name IN ($process)"""), w=24),
     ]
     panels[0]["gridPos"] = {"h": 4, "w": 6, "x": 0, "y": 0}
     for i, p in enumerate(panels[1:]):

@@ -73,6 +73,163 @@ RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 $$;
 GRANT EXECUTE ON FUNCTION measure.loadid(timestamp) TO measure_writer, measure_api, measure_reader;
 
+-- ---------------------------------------------------------------- the hour tiers' columns
+
+-- One definition of the hour tiers (issue 5), for both branches. Each row is one counter
+-- column of _measure.<entity>_hour, in column order: the counter's position in counters[]
+-- (schema/catalog/counters.csv; tests/schema/test_tiers.py checks it), its name, the column
+-- of its sum (sum of the counter deltas, negatives clamped to 0), and for a rate (RATE ON:
+-- 'percent' = 100 x value / DELTA-TIME, 'queue' = value / DELTA-TIME, 'per_second' =
+-- 10^6 x value / DELTA-TIME) the columns of the smallest and largest interval value.
+-- _measure.hour_tier_sql(entity, form) writes the SELECT from it:
+--   'continuous'  the continuous aggregate of schema/010-tiers.timescale.sql (that file is
+--                 frozen; tests/schema/test_tiers.py checks that it is exactly this SELECT)
+--   'rows'        the plain branch's _measure.<entity>_hour_rows(p_system, p_hours)
+--                 (schema/idempotent/021-condense.plain.sql generates them from it).
+CREATE OR REPLACE VIEW _measure.hour_tier_column (entity, type_code, ord, sum_col, position, counter,
+                                                  rate, min_col, max_col) AS VALUES
+    ('cpu', 1, 1, 'busy_us', 1, 'cpu_busy_time', 'percent', 'busy_min', 'busy_max'),
+    ('cpu', 1, 2, 'qlen_us', 2, 'cpu_qtime', 'queue', 'qlen_min', 'qlen_max'),
+    ('cpu', 1, 3, 'mqlen_us', 4, 'mem_qtime', 'queue', 'mqlen_min', 'mqlen_max'),
+    ('cpu', 1, 4, 'swaps', 7, 'swaps', 'per_second', 'swap_min', 'swap_max'),
+    ('cpu', 1, 5, 'ibusy_us', 8, 'intr_busy_time', 'percent', 'ibusy_min', 'ibusy_max'),
+    ('cpu', 1, 6, 'sbusy_us', 10, 'send_busy_time', 'percent', 'sbusy_min', 'sbusy_max'),
+    ('cpu', 1, 7, 'dispatches', 6, 'dispatches', NULL, NULL, NULL),
+    ('cpu', 1, 8, 'process_ovhd_us', 9, 'process_ovhd', NULL, NULL, NULL),
+    ('cpu', 1, 9, 'disc_ios', 11, 'disc_ios', NULL, NULL, NULL),
+    ('cpu', 1, 10, 'cache_hits', 12, 'cache_hits', NULL, NULL, NULL),
+    ('cpu', 1, 11, 'transactions', 13, 'transactions', NULL, NULL, NULL),
+    ('cpu', 1, 12, 'response_us', 14, 'response_time', NULL, NULL, NULL),
+    ('disc', 7, 1, 'busy_us', 12, 'device_qbusy_time', 'percent', 'busy_min', 'busy_max'),
+    ('disc', 7, 2, 'qlen_us', 2, 'request_qtime', 'queue', 'qlen_min', 'qlen_max'),
+    ('disc', 7, 3, 'seek_busy_us', 15, 'seek_busy_time', 'percent', 'seek_busy_min', 'seek_busy_max'),
+    ('disc', 7, 4, 'write_busy_us', 14, 'write_busy_time', 'percent', 'write_busy_min', 'write_busy_max'),
+    ('disc', 7, 5, 'requests', 1, 'requests', NULL, NULL, NULL),
+    ('disc', 7, 6, 'reads', 4, 'reads', NULL, NULL, NULL),
+    ('disc', 7, 7, 'writes', 5, 'writes', NULL, NULL, NULL),
+    ('disc', 7, 8, 'input_bytes', 6, 'input_bytes', NULL, NULL, NULL),
+    ('disc', 7, 9, 'output_bytes', 7, 'output_bytes', NULL, NULL, NULL),
+    ('disc', 7, 10, 'cache_hits', 17, 'cache_hits', NULL, NULL, NULL),
+    ('disc', 7, 11, 'cache_misses', 18, 'cache_misses', NULL, NULL, NULL),
+    ('disc', 7, 12, 'block_splits', 20, 'block_splits', NULL, NULL, NULL),
+    ('line', 9, 1, 'read_busy_us', 1, 'read_busy_time', 'percent', 'read_busy_min', 'read_busy_max'),
+    ('line', 9, 2, 'write_busy_us', 2, 'write_busy_time', 'percent', 'write_busy_min', 'write_busy_max'),
+    ('line', 9, 3, 'requests', 3, 'requests', NULL, NULL, NULL),
+    ('line', 9, 4, 'reads', 4, 'reads', NULL, NULL, NULL),
+    ('line', 9, 5, 'writes', 5, 'writes', NULL, NULL, NULL),
+    ('line', 9, 6, 'input_bytes', 7, 'input_bytes', NULL, NULL, NULL),
+    ('line', 9, 7, 'output_bytes', 8, 'output_bytes', NULL, NULL, NULL),
+    ('line', 9, 8, 'transactions', 11, 'transactions', NULL, NULL, NULL),
+    ('line', 9, 9, 'response_us', 12, 'response_time', NULL, NULL, NULL),
+    ('process', 2, 1, 'busy_us', 1, 'cpu_busy_time', 'percent', 'busy_min', 'busy_max'),
+    ('process', 2, 2, 'ready_us', 2, 'ready_time', NULL, NULL, NULL),
+    ('process', 2, 3, 'pqlen_us', 15, 'recv_qtime', 'queue', 'pqlen_min', 'pqlen_max'),
+    ('process', 2, 4, 'vsems', 17, 'vsems', 'per_second', 'vsem_min', 'vsem_max'),
+    ('process', 2, 5, 'dispatches', 3, 'dispatches', NULL, NULL, NULL),
+    ('process', 2, 6, 'page_faults', 5, 'page_faults', NULL, NULL, NULL),
+    ('process', 2, 7, 'messages_sent', 6, 'messages_sent', NULL, NULL, NULL),
+    ('process', 2, 8, 'messages_received', 7, 'messages_received', NULL, NULL, NULL),
+    ('userdef', 4, 1, 'value_sum', 1, 'time_value', 'per_second', 'value_min', 'value_max'),
+    ('tmf', 14, 1, 'home_trans', 1, 'home_trans', 'per_second', 'trans_min', 'trans_max'),
+    ('tmf', 14, 2, 'home_trans_us', 2, 'home_trans_qtime', NULL, NULL, NULL),
+    ('tmf', 14, 3, 'remote_trans', 7, 'remote_trans', NULL, NULL, NULL),
+    ('tmf', 14, 4, 'aborting_trans', 10, 'aborting_trans', NULL, NULL, NULL);
+GRANT SELECT ON _measure.hour_tier_column TO measure_writer;
+
+-- The RATE ON value of one interval from a (non-negative) counter expression.
+CREATE OR REPLACE FUNCTION _measure.hour_tier_rate(p_rate text, p_value text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT CASE p_rate WHEN 'percent' THEN '100.0 * ' || p_value || ' / delta_us'
+                       WHEN 'queue' THEN p_value || '::numeric / delta_us'
+                       WHEN 'per_second' THEN '1000000.0 * ' || p_value || ' / delta_us' END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.hour_tier_rate(text, text) TO measure_writer;
+
+-- The SELECT of an entity's hour tier.
+--  'continuous': the continuous aggregate: one pass, the interval value (numeric) of every
+--      record is computed for min() and max().
+--  'rows': the same columns for the plain branch, with integer work per record: the records
+--      are grouped by entity, measurement, hour AND DELTA-TIME keeping each counter's smallest
+--      and largest delta, and only the values of those extremes are computed. For one
+--      DELTA-TIME the largest delta has the largest value and its value is exactly the one
+--      the aggregate computes: numeric division rounds to at least 16 significant digits,
+--      monotonically in the dividend while it is below 10^12 (the gap between the values of
+--      two deltas, 1/x of the value, is then wider than the rounding, at most 10^-12 of it).
+--      An hour with a delta of 10^12 or more (a queue of 300 over an hour-long interval)
+--      computes that item record by record, as the aggregate does. A day of 1,856 processes
+--      (2.7 million records) condenses in well under half the time.
+--      The records are read by a bitmap heap scan (enable_indexscan off in the generated
+--      functions): a day's records are most of the pages of its range, read in page order
+--      whatever order they were written in.
+CREATE OR REPLACE FUNCTION _measure.hour_tier_sql(p_entity text, p_form text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_code smallint := (SELECT min(type_code) FROM _measure.hour_tier_column WHERE entity = p_entity);
+    v_big constant text := '1000000000000';  -- 10^12, see above
+    v_one text := '';
+    v_col text := '';
+    v_inner text := '';
+    v_outer text := '';
+    v_exact text;
+    r record;
+    x text;
+BEGIN
+    IF v_code IS NULL OR p_form IS NULL OR p_form NOT IN ('continuous', 'rows') THEN
+        RAISE EXCEPTION 'hour_tier_sql: unknown entity % or form % (forms: continuous, rows)', p_entity, p_form;
+    END IF;
+    FOR r IN SELECT * FROM _measure.hour_tier_column WHERE entity = p_entity ORDER BY ord LOOP
+        x := format('greatest(counters[%s] /* %s.%s */, 0)', r.position, p_entity, r.counter);
+        v_one := v_one || format(E',\n       sum(%s) AS %s', x, r.sum_col);
+        v_col := v_col || format(E',\n                       %s AS c%s', x, r.ord);
+        v_inner := v_inner || format(E',\n               sum(c%s) AS s%1$s', r.ord);
+        v_outer := v_outer || format(E',\n       sum(s%s) AS %s', r.ord, r.sum_col);
+        CONTINUE WHEN r.rate IS NULL;
+        v_one := v_one || format(E',\n       min(%1$s) AS %2$s,\n       max(%1$s) AS %3$s',
+                                 _measure.hour_tier_rate(r.rate, x), r.min_col, r.max_col);
+        v_inner := v_inner || format(E',\n               min(c%1$s) AS lo%1$s, max(c%1$s) AS hi%1$s', r.ord);
+        -- the record-by-record value of the group's hour (deltas of 10^12 and more only)
+        v_exact := format('(SELECT %%s(%s) FROM _measure.interval_record ir'
+                          ' WHERE ir.system_id = d.system_id AND ir.type_code = %s'
+                          ' AND ir.entity_id = d.entity_id AND ir.measurement_id = d.measurement_id'
+                          ' AND ir.from_at >= d.hour_at AND ir.from_at < d.hour_at + INTERVAL ''1 hour'')',
+                          replace(_measure.hour_tier_rate(r.rate, replace(x, 'counters[', 'ir.counters[')), 'delta_us', 'ir.delta_us'),
+                          v_code);
+        v_outer := v_outer
+            || format(E',\n       CASE WHEN max(hi%s) < %s THEN min(%s)\n            ELSE %s END AS %s',
+                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'lo' || r.ord), format(v_exact, 'min'), r.min_col)
+            || format(E',\n       CASE WHEN max(hi%s) < %s THEN max(%s)\n            ELSE %s END AS %s',
+                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'hi' || r.ord), format(v_exact, 'max'), r.max_col);
+    END LOOP;
+    IF p_form = 'continuous' THEN
+        RETURN format(E'SELECT system_id, entity_id, measurement_id,\n'
+                      || E'       time_bucket(INTERVAL ''1 hour'', from_at) AS hour_at,\n'
+                      || E'       min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,\n'
+                      || E'       min(from_at) AS first_from_at, max(to_at) AS last_to_at%s\n'
+                      || E'  FROM _measure.interval_record\n'
+                      || E' WHERE type_code = %s\n'
+                      || E' GROUP BY system_id, entity_id, measurement_id, hour_at', v_one, v_code);
+    END IF;
+    RETURN format(E'SELECT system_id, entity_id, measurement_id, hour_at,\n'
+                  || E'       min(cpu) AS cpu, sum(n)::bigint AS samples, sum(delta_us * n) AS elapsed_us,\n'
+                  || E'       min(first_from_at) AS first_from_at, max(last_to_at) AS last_to_at%s\n'
+                  || E'  FROM (SELECT system_id, entity_id, measurement_id, hour_at, delta_us, min(cpu) AS cpu,\n'
+                  || E'               count(*) AS n, min(from_at) AS first_from_at, max(to_at) AS last_to_at%s\n'
+                  || E'          FROM (SELECT system_id, entity_id, measurement_id,\n'
+                  || E'                       date_bin(INTERVAL ''1 hour'', from_at, TIMESTAMPTZ ''2000-01-01 00:00:00+00'') AS hour_at,\n'
+                  || E'                       delta_us, cpu, from_at, to_at%s\n'
+                  || E'                  FROM _measure.interval_record\n'
+                  || E'                 WHERE type_code = %s\n'
+                  || E'                   AND system_id = p_system\n'
+                  || E'                   AND from_at >= (SELECT min(h) FROM unnest(p_hours) h)\n'
+                  || E'                   AND from_at < (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL ''1 hour''\n'
+                  || E'                   AND date_bin(INTERVAL ''1 hour'', from_at, TIMESTAMPTZ ''2000-01-01 00:00:00+00'') = ANY (p_hours)\n'
+                  || E'                OFFSET 0) r\n'
+                  || E'         GROUP BY system_id, entity_id, measurement_id, hour_at, delta_us) d\n'
+                  || E' GROUP BY system_id, entity_id, measurement_id, hour_at', v_outer, v_inner, v_col, v_code);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.hour_tier_sql(text, text) TO measure_writer;
+
 -- ---------------------------------------------------------------- one measurement per hour
 
 -- Per entity and hour, the row of the measurement with the most measured time (ties: the
@@ -460,6 +617,76 @@ RETURNS void LANGUAGE sql AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_trend_days(smallint, date[]) TO measure_writer;
 
+-- The threshold report's lines (Figure 1; _measure.threshold_line, schema/070-tiers-upkeep.sql)
+-- of the given hours, or of every hour when p_hours is NULL, from the stored violations of
+-- those hours (which must be current) and their hour-tier rows: the Figure 1 numbers exactly
+-- as measure.cpu_hour computes them. measure.report_threshold reads the result.
+CREATE OR REPLACE FUNCTION _measure.condense_threshold_lines(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE sql AS $$
+    DELETE FROM _measure.threshold_line
+     WHERE system_id = p_system AND (p_hours IS NULL OR hour_at = ANY (p_hours));
+    INSERT INTO _measure.threshold_line (system_id, hour_at, cpu, qlen_max, qlen_delt, swap_max, busy_max,
+                                         busy_delt, ibusy_max, qlen_avg, swap_avg, busy_avg, ibusy_avg, broken)
+    SELECT p_system, h.hour_at, h.cpu, h.qlen_max, h.qlen_max - h.qlen_min, h.swap_max, h.busy_max,
+           h.busy_max - h.busy_min, h.ibusy_max, measure.avg_queue_length(h.qlen_us, h.elapsed_us),
+           measure.per_second(h.swaps, h.elapsed_us), measure.busy_percent(h.busy_us, h.elapsed_us),
+           measure.busy_percent(h.ibusy_us, h.elapsed_us), v.broken
+      FROM (SELECT b.hour_at, b.subject,
+                   array_agg(b.item || ' ' || b.operator || ' ' || b.limit_value ORDER BY b.item) AS broken
+              FROM _measure.hour_breach b
+             WHERE b.system_id = p_system AND b.entity = 'cpu' AND (p_hours IS NULL OR b.hour_at = ANY (p_hours))
+             GROUP BY b.hour_at, b.subject) v
+      JOIN _measure.cpu_hour_best h
+        ON h.system_id = p_system AND h.hour_at = v.hour_at AND h.cpu::text = v.subject
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_threshold_lines(smallint, timestamptz[]) TO measure_writer;
+
+-- A change of the CPU thresholds re-resolves the stored violations in the same statement
+-- (_measure.threshold_changed, 040-dashboards.sql); these triggers, named to fire after
+-- those (triggers of one event fire in name order), then rebuild the lines of every system
+-- whose violations are complete. TRUNCATE leaves no threshold: no line.
+CREATE OR REPLACE FUNCTION _measure.threshold_lines_changed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sys smallint;
+    v_all boolean := false;
+    v_systems smallint[] := '{}';
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM _measure.threshold_line;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        SELECT v_all OR coalesce(bool_or(n.system_id IS NULL), false),
+               v_systems || coalesce(array_agg(n.system_id) FILTER (WHERE n.system_id IS NOT NULL), '{}')
+          INTO v_all, v_systems FROM thr_lines_new n WHERE n.entity = 'cpu';
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        SELECT v_all OR coalesce(bool_or(o.system_id IS NULL), false),
+               v_systems || coalesce(array_agg(o.system_id) FILTER (WHERE o.system_id IS NOT NULL), '{}')
+          INTO v_all, v_systems FROM thr_lines_old o WHERE o.entity = 'cpu';
+    END IF;
+    FOR v_sys IN SELECT b.system_id FROM _measure.breach_state b
+                  WHERE v_all OR b.system_id = ANY (v_systems) ORDER BY 1 LOOP
+        PERFORM _measure.condense_threshold_lines(v_sys, NULL);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS threshold_zlines_inserted ON _measure.threshold;
+DROP TRIGGER IF EXISTS threshold_zlines_updated ON _measure.threshold;
+DROP TRIGGER IF EXISTS threshold_zlines_deleted ON _measure.threshold;
+DROP TRIGGER IF EXISTS threshold_zlines_truncated ON _measure.threshold;
+CREATE TRIGGER threshold_zlines_inserted AFTER INSERT ON _measure.threshold
+    REFERENCING NEW TABLE AS thr_lines_new FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
+CREATE TRIGGER threshold_zlines_updated AFTER UPDATE ON _measure.threshold
+    REFERENCING OLD TABLE AS thr_lines_old NEW TABLE AS thr_lines_new
+    FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
+CREATE TRIGGER threshold_zlines_deleted AFTER DELETE ON _measure.threshold
+    REFERENCING OLD TABLE AS thr_lines_old FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
+CREATE TRIGGER threshold_zlines_truncated AFTER TRUNCATE ON _measure.threshold
+    FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
+
 -- Recompute the shifts that contain the given hours, then their months and years, from the
 -- hour tiers (which must already be current for those hours).
 -- The items of a day of 2,000 entities are ~200,000 rows: they are grouped by hashing, in
@@ -470,12 +697,17 @@ RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
+    -- will condense_breaches rebuild the violations of every hour (first condensing after they
+    -- were invalidated: new hour views, or a threshold that could not be evaluated)?
+    v_all boolean := NOT EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = p_system);
 BEGIN
     CREATE TEMP TABLE IF NOT EXISTS _aff_shift (shift_day date, shift_no smallint,
                                                 start_at timestamptz, end_at timestamptz)
         ON COMMIT DROP;
     PERFORM _measure.condense_shadow(p_system, p_hours);
     PERFORM _measure.condense_breaches(p_system, p_hours);  -- 040-dashboards.sql
+    PERFORM _measure.condense_threshold_lines(p_system, CASE WHEN v_all THEN NULL ELSE p_hours END);
+    PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql
     PERFORM _measure.condense_trend_days(p_system, ARRAY(
         SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
           FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));

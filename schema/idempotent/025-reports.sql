@@ -116,12 +116,50 @@ GRANT EXECUTE ON FUNCTION measure.report_threshold_items(text, date, integer, te
 
 -- Figure 9 / Figure 1: the CPU-hours of one shift day that break at least one CPU
 -- threshold, with the Figure 1 columns in order.
+-- While the system's violations stored at condense time are complete (_measure.breach_state)
+-- the report reads the lines decided then (_measure.threshold_line, 070-tiers-upkeep.sql):
+-- the lines of the 48 hours around the shift day (one index range), each hour placed in its
+-- shift once; time of day and OS version are joined here. Otherwise (thresholds just edited,
+-- until the next condensing) it evaluates every threshold on the hour tier
+-- (measure.report_threshold_items). Both give the same rows (tests/queries/test_reports.py).
 CREATE OR REPLACE FUNCTION measure.report_threshold(p_system text, p_day date, p_shift integer DEFAULT NULL)
 RETURNS TABLE (cpu smallint, time_of_day text, hour_at timestamptz, shift_no smallint,
                qlen_max numeric, qlen_delt numeric, swap_max numeric, busy_max numeric,
                busy_delt numeric, ibusy_max numeric, qlen_avg numeric, swap_avg numeric,
                busy_avg numeric, ibusy_avg numeric, os_version text, broken text[])
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- planned once per session: its statements are index ranges whatever the day (custom plans
+-- re-planned them on every call, about as long as running them)
+SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_sys smallint := measure.system_id_of(p_system);
+    v_tz text;
+    v_os text;
+    v_lo timestamptz;
+    v_hi timestamptz;
+BEGIN
+    SELECT s.time_zone, s.os_version INTO v_tz, v_os FROM _measure.system s WHERE s.system_id = v_sys;
+    -- every hour of shift day p_day starts in [p_day 00:00, p_day + 2 00:00) local time
+    v_lo := (p_day + time '00:00') AT TIME ZONE v_tz;
+    v_hi := (p_day + 2 + time '00:00') AT TIME ZONE v_tz;
+    IF EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = v_sys) THEN
+        RETURN QUERY
+        WITH l AS MATERIALIZED (
+            SELECT t.* FROM _measure.threshold_line t
+             WHERE t.system_id = v_sys AND t.hour_at >= v_lo AND t.hour_at < v_hi),
+        hrs AS MATERIALIZED (
+            SELECT x.hour_at, sh.shift_no
+              FROM (SELECT DISTINCT l.hour_at FROM l) x
+             CROSS JOIN LATERAL _measure.shift_of(v_sys, x.hour_at) sh
+             WHERE sh.shift_day = p_day AND (p_shift IS NULL OR sh.shift_no = p_shift))
+        SELECT l.cpu, to_char(l.hour_at AT TIME ZONE v_tz, 'HH24:MI'), l.hour_at, hrs.shift_no,
+               l.qlen_max, l.qlen_delt, l.swap_max, l.busy_max, l.busy_delt, l.ibusy_max,
+               l.qlen_avg, l.swap_avg, l.busy_avg, l.ibusy_avg, v_os, l.broken
+          FROM l JOIN hrs ON hrs.hour_at = l.hour_at
+         ORDER BY l.cpu, l.hour_at;
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT h.cpu, to_char(h.local_hour, 'HH24:MI'), h.hour_at, v.shift_no,
            h.qlen_max, h.qlen_delt, h.swap_max, h.busy_max, h.busy_delt, h.ibusy_max,
            h.qlen_avg, h.swap_avg, h.busy_avg, h.ibusy_avg, h.os_version, v.broken
@@ -130,12 +168,10 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
               FROM measure.report_threshold_items(p_system, p_day, p_shift, 'cpu') i
              GROUP BY i.hour_at, i.subject) v
       JOIN measure.cpu_hour h
-        ON h.system_id = measure.system_id_of(p_system) AND h.hour_at = v.hour_at
-       AND h.cpu::text = v.subject
-       -- the hours report_threshold_items reads (a constant range: an index range scan)
-       AND h.hour_at >= (p_day - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
-       AND h.hour_at < (p_day + 3 + time '00:00') AT TIME ZONE 'UTC'
-     ORDER BY h.cpu, h.hour_at
+        ON h.system_id = v_sys AND h.hour_at = v.hour_at AND h.cpu::text = v.subject
+       AND h.hour_at >= v_lo AND h.hour_at < v_hi
+     ORDER BY h.cpu, h.hour_at;
+END
 $$;
 REVOKE ALL ON FUNCTION measure.report_threshold(text, date, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.report_threshold(text, date, integer)
@@ -295,16 +331,79 @@ REVOKE ALL ON FUNCTION measure.report_discopen_summary(text, timestamptz, timest
 GRANT EXECUTE ON FUNCTION measure.report_discopen_summary(text, timestamptz, timestamptz, integer)
     TO measure_writer, measure_api, measure_reader;
 
--- ATM article Table 4/5: CPU milliseconds per transaction by component. Transactions are
--- the LINE TRANSACTIONS of the window, or the MESSAGES-RECEIVED of the processes named
--- p_transaction_process (LIKE pattern). System overhead = CPU busy - busy of every
--- measured process. Components come from _measure.component_map.
+-- ATM article Table 4/5: CPU milliseconds per transaction by component, with the lines below
+-- the components (average and 95 % response, transactions per second per CPU, total CPU
+-- utilisation). Components come from _measure.component_map; system overhead = CPU busy -
+-- busy of every measured process (the article's definition).
+--
+-- Transactions: the MESSAGES-RECEIVED of the processes named p_transaction_process (a LIKE
+-- pattern), or by default the terminal transactions of the window, from the first of these
+-- that counted any: TERMINAL TRANSACTIONS, LINE TRANSACTIONS (summed over the line's
+-- subdevices), CPU TRANSACTIONS (counted in the CPU of the terminal's TCP).
+--
+-- Response (response_source names the entity type used: the same order, terminal first):
+--   response_seconds_avg = sum RESPONSE-TIME / sum TRANSACTIONS over the window (exact);
+--   response_seconds_p95 = the transaction-weighted 95th percentile of the mean response of
+--       each interval record (one terminal over one interval): the smallest record mean m
+--       such that the records whose mean is <= m hold at least 95 % of the transactions.
+--       MEASURE keeps sums, never single responses, so this is exact when every record holds
+--       one transaction (an ATM's terminal at 1-2 transactions a minute with 1-minute
+--       intervals is close to that) and is pulled towards the mean when a record averages
+--       several. response_transactions_per_sample says how many transactions a record
+--       averages (1 = exact); a LINE or CPU source averages many terminals and gives little
+--       more than the mean. Shorter intervals or measuring TERMINALs sharpen the figure.
+CREATE OR REPLACE FUNCTION _measure.transaction_response(p_system smallint, p_from timestamptz,
+                                                         p_to timestamptz)
+RETURNS TABLE (source text, transactions numeric, response_seconds_avg numeric,
+               response_seconds_p95 numeric, transactions_per_sample numeric)
+LANGUAGE sql STABLE AS $$
+    WITH src AS (
+        SELECT v.ord, v.entity, t.type_code,
+               (SELECT d.position FROM _measure.counter_def d
+                 WHERE d.entity = v.entity AND d.counter = 'transactions') AS tpos,
+               (SELECT d.position FROM _measure.counter_def d
+                 WHERE d.entity = v.entity AND d.counter = 'response_time') AS rpos
+          FROM (VALUES (1, 'terminal'), (2, 'line'), (3, 'cpu')) v (ord, entity)
+          JOIN _measure.entity_type t ON t.entity = v.entity),
+    samples AS (
+        SELECT s.ord, s.entity, ir.counters[s.tpos]::numeric AS n,
+               greatest(ir.counters[s.rpos], 0)::numeric AS r
+          FROM src s
+          JOIN _measure.interval_record ir
+            ON ir.system_id = p_system AND ir.type_code = s.type_code
+           AND ir.from_at >= p_from AND ir.from_at < p_to
+         WHERE ir.counters[s.tpos] > 0),
+    chosen AS (
+        SELECT s.*, sum(s.n) OVER (ORDER BY s.r / s.n ROWS UNBOUNDED PRECEDING) AS cum,
+               sum(s.n) OVER () AS total
+          FROM samples s
+         WHERE s.ord = (SELECT min(ord) FROM samples))
+    SELECT min(entity), sum(n), sum(r) / sum(n) / 1e6,
+           min(r / n) FILTER (WHERE cum >= 0.95 * total) / 1e6,
+           sum(n) / count(*)
+      FROM chosen
+$$;
+GRANT EXECUTE ON FUNCTION _measure.transaction_response(smallint, timestamptz, timestamptz) TO measure_writer;
+
+-- (a changed result type needs the old function dropped first)
+DO $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc
+                WHERE oid = to_regprocedure('measure.report_transaction_resource(text, timestamptz, timestamptz, text)')
+                  AND NOT 'response_seconds_p95' = ANY (proargnames)) THEN
+        DROP FUNCTION measure.report_transaction_resource(text, timestamptz, timestamptz, text);
+    END IF;
+END
+$drop$;
+
 CREATE OR REPLACE FUNCTION measure.report_transaction_resource(p_system text, p_from timestamptz,
                                                                p_to timestamptz,
                                                                p_transaction_process text DEFAULT NULL)
 RETURNS TABLE (component text, cpu_ms_per_transaction numeric, cpu_seconds numeric,
                transactions numeric, transactions_per_second_per_cpu numeric,
-               cpu_utilization_percent numeric, response_seconds_avg numeric)
+               cpu_utilization_percent numeric, response_seconds_avg numeric,
+               response_seconds_p95 numeric, response_source text,
+               response_transactions_per_sample numeric)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH sys AS (SELECT measure.system_id_of(p_system) AS id),
     cpu AS (SELECT sum(w.c[1]) AS busy_us, sum(w.run_us) AS run_us, count(*) AS cpus
@@ -315,24 +414,19 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                     AND upper(w.ids->>m.match_on) LIKE upper(m.pattern)
                   ORDER BY m.priority, m.component_map_id LIMIT 1), 'other') AS component
                FROM sys, _measure.window_sums(sys.id, 'process', p_from, p_to, NULL) w),
-    line AS (SELECT sum(w.c[11]) AS trans, sum(w.c[12]) AS resp_us
-               FROM sys, _measure.window_sums(sys.id, 'line', p_from, p_to, NULL) w),
-    tx AS (SELECT CASE WHEN p_transaction_process IS NULL THEN (SELECT trans FROM line)
+    resp AS MATERIALIZED (SELECT r.* FROM sys, _measure.transaction_response(sys.id, p_from, p_to) r),
+    tx AS (SELECT CASE WHEN p_transaction_process IS NULL THEN (SELECT transactions FROM resp)
                        ELSE (SELECT sum(c[7]) FROM proc WHERE ids->>'process_name' LIKE p_transaction_process) END AS n),
     parts AS (SELECT component, sum(c[1]) AS busy_us FROM proc GROUP BY component
               UNION ALL
-              SELECT 'system_overhead', (SELECT busy_us FROM cpu) - coalesce((SELECT sum(c[1]) FROM proc), 0))
+              SELECT 'system_overhead', (SELECT busy_us FROM cpu) - coalesce((SELECT sum(c[1]) FROM proc), 0)
+              UNION ALL
+              SELECT 'total', (SELECT busy_us FROM cpu))
     SELECT p.component, p.busy_us / 1e3 / nullif(tx.n, 0), p.busy_us / 1e6, tx.n,
-           measure.per_second(tx.n, (SELECT run_us FROM cpu)) ,
-           measure.busy_percent((SELECT busy_us FROM cpu), (SELECT run_us FROM cpu)),
-           (SELECT resp_us / nullif(trans, 0) / 1e6 FROM line)
-      FROM parts p, tx
-    UNION ALL
-    SELECT 'total', (SELECT busy_us FROM cpu) / 1e3 / nullif(tx.n, 0), (SELECT busy_us FROM cpu) / 1e6, tx.n,
            measure.per_second(tx.n, (SELECT run_us FROM cpu)),
            measure.busy_percent((SELECT busy_us FROM cpu), (SELECT run_us FROM cpu)),
-           (SELECT resp_us / nullif(trans, 0) / 1e6 FROM line)
-      FROM tx
+           r.response_seconds_avg, r.response_seconds_p95, r.source, r.transactions_per_sample
+      FROM parts p CROSS JOIN tx LEFT JOIN resp r ON true
      ORDER BY 1
 $$;
 REVOKE ALL ON FUNCTION measure.report_transaction_resource(text, timestamptz, timestamptz, text) FROM PUBLIC;

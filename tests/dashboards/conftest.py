@@ -1,4 +1,4 @@
-"""A database with schema/ applied (plain branch) and a synthetic week of \\DASH (synthetic.py),
+"""A database with schema/ applied (plain branch) and a simulated week of \\DASH (simulated.py),
 shared by the dashboard tests of this folder."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from collector import schema as schema_runner
-from tests.dashboards import synthetic
+from tests.dashboards import simulated
 
 # TimescaleDB's time_bucket(interval, timestamptz) for servers without the extension (the
 # embedded test server): same origin (Monday 2000-01-03 UTC), so Grafana's TimescaleDB-form
@@ -26,12 +26,14 @@ $$;
 
 
 @pytest.fixture(scope="session")
-def dash_db(fresh_database) -> str:
+def dash_db(fresh_database, tmp_path_factory) -> str:
     url = fresh_database("_dash")
     schema_runner.apply(url, mode="off")
     with psycopg.connect(url) as conn:
         conn.execute(TIME_BUCKET_SHIM)
-        synthetic.populate(conn)
+    simulated.populate(url, tmp_path_factory.mktemp("dash-collector"))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
     return url
 
 

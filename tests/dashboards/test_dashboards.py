@@ -1,7 +1,7 @@
 """Every dashboard and alert rule (style P14): the JSON is valid and complete, the SQL uses macros
 safely and reads only measure.* objects that exist, and every query, expanded exactly as
-Grafana would (grafana.py; TimescaleDB off and on), runs as measure_reader on a populated
-database, returns rows, and has the shape its panel needs."""
+Grafana would (grafana.py; TimescaleDB off and on), runs as measure_reader on a database filled by
+a simulated week (simulated.py), returns rows, and has the shape its panel needs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from pglast import ast
 from pglast.visitors import Visitor
 
-from tests.dashboards import synthetic
+from tests.dashboards import simulated
 from tests.dashboards.grafana import TimeRange, expand, expand_macros
 from tests.dashboards.panels import (
     Query,
@@ -34,11 +34,11 @@ DS_TYPE = "grafana-postgresql-datasource"
 TIME_TYPES = {1184, 1114, 1700, 701, 20, 23}  # timestamptz, timestamp, numeric, float8, int8, int4
 NUMERIC_TYPES = {1700, 701, 700, 20, 21, 23}
 STRING_TYPES = {25, 1043, 19, 18}
-WEEK = TimeRange(synthetic.START, synthetic.START + timedelta(days=synthetic.DAYS))
+WEEK = TimeRange(simulated.START, simulated.START + timedelta(days=simulated.DAYS))
 RANGES = {  # one range per tier measure.dashboard_tier picks
     "hour": (WEEK, 3600),
-    "shift": (TimeRange(synthetic.START - timedelta(days=20), synthetic.START + timedelta(days=20)), 6 * 3600),
-    "month": (TimeRange(synthetic.START - timedelta(days=150), synthetic.START + timedelta(days=60)), 86400),
+    "shift": (TimeRange(simulated.START - timedelta(days=20), simulated.START + timedelta(days=20)), 6 * 3600),
+    "month": (TimeRange(simulated.START - timedelta(days=150), simulated.START + timedelta(days=60)), 86400),
 }
 
 
@@ -229,23 +229,29 @@ def test_every_query_runs_and_returns_rows(path: Path, tier: str, timescaledb: b
 
 
 @pytest.mark.parametrize("timescaledb", [False, True], ids=["plain", "timescaledb"])
-def test_alert_queries_run_and_fire_on_a_breach(timescaledb: bool, reader: psycopg.Connection) -> None:
+def test_alert_queries_run_and_fire_on_a_breach(timescaledb: bool, dash_db: str, reader: psycopg.Connection) -> None:
+    # backend-only path (no browser): evaluated at the end of the week's first hour in which a
+    # CPU (simulated load), a disc and a line (staged limits) all broke a threshold
+    with psycopg.connect(dash_db) as c:
+        hour = c.execute("SELECT hour_at FROM _measure.hour_breach GROUP BY hour_at "
+                         "HAVING count(DISTINCT entity) FILTER (WHERE entity IN ('cpu', 'disc', 'line')) = 3 "
+                         "ORDER BY hour_at LIMIT 1").fetchone()
+    assert hour, "no hour of the simulated week breaks a CPU, a disc and a line threshold"
     fired = {}
     for q in ALERTS:
-        # backend-only path (no browser): evaluated at 16:00 UTC on the third day, a busy hour
-        end = synthetic.START + timedelta(days=2, hours=16)
+        end = hour[0] + timedelta(hours=1)
         tr = TimeRange(end - timedelta(seconds=q.extra["range_s"]), end)
         sql = expand_macros(q.sql, tr, interval_ns=60 * 10**9, timescaledb=timescaledb)
         cur = reader.execute(sql)
         rows = cur.fetchall()
         entity = q.where.split("measuredb-threshold-")[1].split("/")[0]
-        if entity in ("userdef", "tmf"):  # no default thresholds: no data, which the rule treats as OK
+        if entity in ("userdef", "tmf"):  # no thresholds in force: no data, which the rule treats as OK
             assert rows == []
             continue
         assert rows, q.where
         check_shape(q, cur, rows)
         fired[entity] = max(r[-1] for r in rows)
-    assert fired["cpu"] > 0 and fired["disc"] > 0
+    assert fired["cpu"] > 0 and fired["disc"] > 0 and fired["line"] > 0
 
 
 def test_alert_rules_are_complete() -> None:

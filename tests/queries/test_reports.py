@@ -4,6 +4,7 @@ tests/schema/test_tiers_data.py, the ENFORM text layout, and clear errors."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal as D
 from pathlib import Path
@@ -32,6 +33,7 @@ def test_every_query_has_a_header_an_order_by_and_a_registry_entry(path: Path) -
     text = path.read_text()
     assert text.startswith(f"-- {path.stem}: ") and "-- Parameters:" in text and "-- Output:" in text
     assert "ORDER BY" in text
+    assert not re.search(r"%(?![(%])", text), "a bare % (comments included) is a placeholder to psycopg"
     assert path.stem in reports.REPORTS
     assert set(reports.REPORTS) == {p.stem for p in QUERIES}
 
@@ -50,6 +52,37 @@ def test_threshold_report_lists_exactly_the_violating_cpu_hours(db, conn) -> Non
     head = lines.index(next(line for line in lines if line.lstrip().startswith("CPU")))
     assert lines[head - 1].split() == ["TIME", "MAX", "DELT", "MAX", "MAX", "DELT", "MAX", "AVG", "AVG", "AVG", "AVG"]
     assert lines[head + 3].split() == ["0", "23:00", "3.0", "2.0", "3.0", "90.0", "40.0", "30.0", "2.0", "2.0", "70.0", "20.0"]
+
+
+@pytest.mark.parametrize("shift", [None, 3, 1])
+def test_threshold_report_reads_stored_violations_or_evaluates_the_same(db, conn, shift) -> None:
+    assert conn.execute("SELECT count(*) FROM _measure.breach_state").fetchone() == (1,)
+    stored = reports.run_report(conn, "threshold", system=data.SYSTEM, day=date(2024, 3, 9), shift=shift)
+    conn.execute("DELETE FROM _measure.breach_state")      # as an edit of the thresholds does
+    evaluated = reports.run_report(conn, "threshold", system=data.SYSTEM, day=date(2024, 3, 9), shift=shift)
+    assert stored == evaluated and len(stored) == (0 if shift == 1 else 2)
+
+
+def test_threshold_report_follows_late_data_and_threshold_edits(db, conn) -> None:
+    db.cpu("A", 0, data.t(10, 10, 30), 30, busy=0, qlen=0)   # the rest of the half-measured 03:00 PDT hour
+    db.note_and_condense(data.t(10, 10, 30), data.t(10, 10, 30))
+
+    def report():
+        return [(r["time_of_day"], r["busy_max"], r["busy_delt"], r["busy_avg"], r["qlen_delt"], r["broken"])
+                for r in reports.run_report(conn, "threshold", system=data.SYSTEM, day=date(2024, 3, 9), shift=3)]
+
+    assert report() == [
+        ("23:00", 90, 40, 70, 2, ["busy_delt > 20", "busy_max > 70", "ibusy_max > 25", "qlen_delt > 1",
+                                  "qlen_max > 2", "swap_max > 2"]),
+        ("03:00", 80, 80, 40, 1, ["busy_delt > 20", "busy_max > 70"])]
+    conn.execute("UPDATE _measure.threshold SET limit_value = 50 WHERE system_id IS NULL AND item = 'busy_delt'")
+    conn.execute("DELETE FROM _measure.threshold WHERE system_id IS NULL AND item = 'swap_max'")
+    assert [(t, b) for t, *_, b in report()] == [
+        ("23:00", ["busy_max > 70", "ibusy_max > 25", "qlen_delt > 1", "qlen_max > 2"]),
+        ("03:00", ["busy_delt > 50", "busy_max > 70"])]
+    stored = report()
+    conn.execute("DELETE FROM _measure.breach_state")
+    assert report() == stored
 
 
 def test_threshold_report_of_a_quiet_day_says_so(db, conn) -> None:
@@ -95,6 +128,48 @@ def test_process_reports(db, conn) -> None:
     assert reports.run_report(conn, "discopen-summary", system=s, **WINDOW) == []
 
 
+def test_discopen_summary_counts_opens_and_sums_their_driver_calls(db, conn) -> None:
+    def discopen(file_name: str, opener: tuple[int, int], ocb: int, start, minutes: int, meas: str = "A",
+                 record_at=None, **values: int) -> None:
+        db.interval(meas, "discopen", 0, start, minutes,
+                    {"opener_cpu": opener[0], "opener_pin": opener[1], "ocb_number": ocb,
+                     "opener_system_name": data.SYSTEM, "file_name": file_name}, record_at=record_at, **values)
+
+    t = data.t
+    acct, hist = "$DATA1.ET1.ACCOUNT", "$DATA1.ET1.HISTORY"
+    # ACCOUNT: open 1 over two intervals (one open), open 2, and open 1 again (a new counter record)
+    discopen(acct, (0, 10), 1, t(10, 7), 30, driver_input_calls=40, driver_output_calls=10, cache_hits=30,
+             block_splits=1, requests_blocked=2)
+    discopen(acct, (0, 10), 1, t(10, 7, 30), 30, driver_input_calls=20, driver_output_calls=5, cache_hits=15,
+             requests_blocked=1)
+    discopen(acct, (1, 11), 1, t(10, 7), 60, driver_input_calls=5, cache_hits=4)
+    discopen(acct, (0, 10), 1, t(10, 9), 60, record_at=t(10, 9), driver_input_calls=1, driver_output_calls=1,
+             block_splits=2)
+    # HISTORY: a counter decrease (a reset) counts as 0, not as -5
+    discopen(hist, (0, 10), 2, t(10, 7), 60, driver_output_calls=7)
+    discopen(hist, (0, 10), 2, t(10, 8), 60, driver_input_calls=2, driver_output_calls=-5)
+    # not listed: a name with '#', no input or output (cache hits only), outside the window
+    discopen("$DATA1.ET1.#TEMP", (0, 10), 3, t(10, 7), 60, driver_input_calls=99)
+    discopen("$DATA1.ET1.TELLER", (0, 10), 4, t(10, 7), 60, cache_hits=12, requests=12)
+    discopen(acct, (0, 10), 1, t(11, 7), 60, driver_input_calls=1000)
+    # measured by the other measurement only
+    discopen("$DATA1.ET1.BRANCH", (1, 11), 2, t(10, 7), 60, meas="B", driver_input_calls=3)
+
+    rows = reports.run_report(conn, "discopen-summary", system=data.SYSTEM, **WINDOW)
+    # file, COUNT, TOTAL INPUT, CACHE HITS, TOTAL WRITES, TOTAL BLOCK SPLITS, TOTAL STALLS
+    assert [tuple(r.values()) for r in rows] == [
+        (acct, 3, 40 + 20 + 5 + 1, 30 + 15 + 4, 10 + 5 + 1, 1 + 2, 2 + 1),
+        ("$DATA1.ET1.BRANCH", 1, 3, 0, 0, 0, 0),
+        (hist, 1, 2, 0, 7, 0, 0)]
+    only_a = reports.run_report(conn, "discopen-summary", system=data.SYSTEM, measurement=db.meas["A"], **WINDOW)
+    assert [r["file_name"] for r in only_a] == [acct, hist]
+    text = reports.render_text("discopen-summary", rows, {"system": data.SYSTEM, **WINDOW}).splitlines()
+    assert text[0].strip() == "DISCOPEN SUMMARY REPORT"
+    assert [line.split() for line in text if line.startswith("$DATA1")] == [
+        [acct, "3", "66", "49", "16", "3", "3"], ["$DATA1.ET1.BRANCH", "1", "3", "0", "0", "0", "0"],
+        [hist, "1", "2", "0", "7", "0", "0"]]
+
+
 def test_transaction_resource_and_capacity_forecast(db, conn) -> None:
     tr = {r["component"]: r for r in reports.run_report(
         conn, "transaction-resource", system=data.SYSTEM, transaction_process="$S%", **WINDOW)}
@@ -106,6 +181,69 @@ def test_transaction_resource_and_capacity_forecast(db, conn) -> None:
     assert [(r["entity"], r["subject"], r["peak_busy_last"], r["slope_per_day"], r["crossing_date"],
              r["busy_if_one_halted"]) for r in cf] == [
         ("cpu", "0", 40, -4, None, 50), ("cpu", "1", 10, None, None, 50), ("disc", "$DATA1", 60, None, None, None)]
+
+
+def _terminal(db, name: str, start, minutes: int, transactions: int, response_seconds: float) -> None:
+    db.interval("A", "terminal", 0, start, minutes, {"line_name": "$ATM1", "subdev_name": name},
+                transactions=transactions, response_time=round(response_seconds * data.M))
+
+
+def test_transaction_resource_response_times_from_terminal_records(db, conn) -> None:
+    t = data.t
+    # (transactions, total response s) per terminal interval; record means 2.0, 1.5, 0.5, 10, 1.0
+    _terminal(db, "A", t(10, 7), 30, 1, 2)
+    _terminal(db, "A", t(10, 7, 30), 30, 2, 3)
+    _terminal(db, "B", t(10, 7), 30, 4, 2)
+    _terminal(db, "B", t(10, 7, 30), 30, 1, 10)
+    _terminal(db, "C", t(10, 7), 60, 0, 0)          # no transaction: no sample
+    _terminal(db, "C", t(10, 8), 60, 12, 12)
+    _terminal(db, "C", t(11, 8), 60, 1, 99)         # outside the window
+    # a line's records are ignored while its terminals are measured
+    db.interval("A", "line", 0, t(10, 7), 60, {"device_name": "$ATM1", "pin": 9},
+                transactions=100, response_time=100 * data.M)
+    rows = reports.run_report(conn, "transaction-resource", system=data.SYSTEM, **WINDOW)
+    total = next(r for r in rows if r["component"] == "total")
+    # 20 transactions, 29 s of response: average 1.45 s. Sorted by record mean, transactions
+    # accumulate 4 (0.5 s), 16 (1.0), 18 (1.5), 19 (2.0), 20 (10): 95 % of 20 = 19 -> 2.0 s.
+    assert (total["transactions"], total["response_seconds_avg"], total["response_seconds_p95"],
+            total["response_source"], total["response_transactions_per_sample"]) == (20, D("1.45"), 2, "terminal", 4)
+    # CPU busy 7,020 s over 14,400 s of CPU records (measurement B's half hour included)
+    assert (total["cpu_ms_per_transaction"], total["cpu_utilization_percent"]) == (351000, D("48.75"))
+    assert all(r["response_seconds_p95"] == 2 for r in rows)
+    # a chosen process's MESSAGES-RECEIVED as the transactions leaves the response lines alone
+    by_proc = reports.run_report(conn, "transaction-resource", system=data.SYSTEM, transaction_process="$S%",
+                                 **WINDOW)
+    assert {(r["transactions"], r["response_seconds_p95"]) for r in by_proc} == {(200, 2)}
+
+    text = reports.render_text("transaction-resource", rows, {"system": data.SYSTEM, **WINDOW}).splitlines()
+    assert text[0].strip() == "TRANSACTION RESOURCE REPORT"
+    body = [line.split("  ") for line in text]
+    labels = [line.strip() for line in text[text.index(next(x for x in text if x.startswith("---"))) + 1:]
+              if line.strip()]
+    assert [x.split("  ")[0].strip() for x in labels] == [
+        "TOTAL", "SYSTEM OVERHEAD", "APPLICATION SERVERS", "OTHER PROCESSES", "AVERAGE RESPONSE (S)",
+        "95 % RESPONSE (S)", "TRANSACTIONS", "TRANSACTIONS/S PER CPU", "TOTAL CPU UTILISATION (%)"]
+    assert body and next(x for x in labels if x.startswith("TOTAL ")).split()[1:3] == ["351000.0", "100.0"]
+    p95 = next(x for x in labels if x.startswith("95 %")).split()
+    assert p95[4:] == ["2.00", "(TERMINAL", "RECORDS,", "4.0", "TRANSACTIONS", "PER", "RECORD)"]
+    assert next(x for x in labels if x.startswith("TOTAL CPU")).split()[-1] == "48.8"
+
+
+def test_transaction_response_falls_back_to_line_records(db, conn) -> None:
+    t = data.t
+    db.interval("A", "line", 0, t(12, 7), 60, {"device_name": "$X25A", "pin": 9},
+                transactions=10, response_time=25 * data.M)
+    db.interval("A", "line", 0, t(12, 8), 60, {"device_name": "$X25A", "pin": 9},
+                transactions=30, response_time=15 * data.M)
+    rows = reports.run_report(conn, "transaction-resource", system=data.SYSTEM,
+                              from_at=t(12, 0), to_at=t(13, 0))
+    # record means 2.5 s (10 transactions) and 0.5 s (30): 95 % of 40 = 38 is reached at 2.5 s
+    assert {(r["transactions"], r["response_seconds_avg"], r["response_seconds_p95"], r["response_source"],
+             r["response_transactions_per_sample"]) for r in rows} == {(40, 1, D("2.5"), "line", 20)}
+    empty = reports.run_report(conn, "transaction-resource", system=data.SYSTEM, from_at=t(14, 0), to_at=t(15, 0))
+    assert {(r["transactions"], r["response_seconds_p95"], r["response_source"]) for r in empty} == {(None, None, None)}
+    assert "(NO RESPONSE TIMES MEASURED)" in reports.render_text(
+        "transaction-resource", empty, {"system": data.SYSTEM, "from_at": t(14, 0), "to_at": t(15, 0)})
 
 
 def test_rising_load_crosses_capacity_on_the_computed_date(db, conn) -> None:
@@ -142,3 +280,30 @@ def test_formats() -> None:
     rows = [{"a": D("1.50"), "b": date(2024, 1, 2)}]
     assert reports.render_csv(rows) == "a,b\n1.5,2024-01-02\n"
     assert reports.render_json(rows) == '[\n {\n  "a": 1.5,\n  "b": "2024-01-02"\n }\n]'
+
+
+def test_cli_takes_the_transaction_process_and_refuses_options_a_report_has_not(fresh_database, monkeypatch) -> None:
+    import csv
+    import io
+
+    import psycopg
+    from typer.testing import CliRunner
+
+    from collector import schema as runner
+    from collector.cli import app
+
+    url = fresh_database("_report_cli")
+    runner.apply(url, mode="off")
+    with psycopg.connect(url) as c:
+        data.load(c)
+        c.commit()
+    monkeypatch.setenv("DATABASE_URL", url)
+    cli = CliRunner()
+    r = cli.invoke(app, ["report", "transaction-resource", "--system", data.SYSTEM, "--date", "2024-03-10",
+                         "--transaction-process", "$S%", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    rows = {row["component"]: row for row in csv.DictReader(io.StringIO(r.output))}
+    assert {row["transactions"] for row in rows.values()} == {"200"} and float(rows["server"]["cpu_ms_per_transaction"]) == 5400
+    r = cli.invoke(app, ["report", "threshold", "--system", data.SYSTEM, "--date", "2024-03-09",
+                         "--transaction-process", "$S%"])
+    assert r.exit_code == 2 and "report threshold takes no --transaction-process" in r.output

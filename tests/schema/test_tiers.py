@@ -158,24 +158,73 @@ def _targets(sql: str) -> list[str]:
     return [bucket.sub("BUCKET", t) for t in out]
 
 
-def test_plain_and_timescale_hour_tiers_compute_the_same_columns() -> None:
+ENTITIES = ("cpu", "disc", "line", "process", "userdef", "tmf")
+
+
+def test_the_continuous_aggregates_are_the_one_definition(conn) -> None:
+    # 010-tiers.timescale.sql is frozen; its aggregates must be exactly what the one
+    # definition of the hour tiers (_measure.hour_tier_sql) writes, from which the plain
+    # branch's functions are generated
     ts = (SCHEMA / "010-tiers.timescale.sql").read_text()
-    plain = (SCHEMA / "idempotent" / "021-condense.plain.sql").read_text()
-    for ent in ("cpu", "disc", "line", "process", "userdef", "tmf"):
+    for ent in ENTITIES:
         cagg = re.search(rf"CREATE MATERIALIZED VIEW _measure\.{ent}_hour\n.*?\n(SELECT .*?)\nWITH NO DATA", ts, re.DOTALL)
-        body = re.search(rf"FUNCTION _measure\.{ent}_hour_rows.*?AS \$\$\n(SELECT .*?)\n\$\$", plain, re.DOTALL)
-        assert cagg and body, ent
-        assert _targets(cagg.group(1)) == _targets(body.group(1)), ent
+        generated = conn.execute("SELECT _measure.hour_tier_sql(%s, 'continuous')", (ent,)).fetchone()[0]
+        assert cagg, ent
+        assert _targets(cagg.group(1)) == _targets(generated), ent
+        assert cagg.group(1) == generated, ent  # the same text, comments included
 
 
-def test_counter_positions_in_tier_sql_match_the_catalogue() -> None:
+def test_generated_plain_functions_equal_the_continuous_aggregates_on_awkward_data(conn) -> None:
+    # records of one system over three hours: deltas of 10^12 and more (computed record by
+    # record), just below 10^12, negative (clamped), missing counters (a short array: NULL ->
+    # 0), several DELTA-TIMEs within an hour, two measurements of one entity
+    hours = ["2024-05-01 10:00+00", "2024-05-01 11:00+00", "2024-05-01 12:00+00"]
+    counts = dict(rows(conn, "SELECT entity, count(*) FROM _measure.counter_def GROUP BY 1"))
+    for ent in ENTITIES:
+        code = conn.execute("SELECT type_code FROM _measure.entity_type WHERE entity = %s", (ent,)).fetchone()[0]
+        conn.execute("""
+            INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at, delta_us,
+                                                  closing_kind, system_id, type_code, cpu, counters)
+            SELECT 1 + n %% 2, 1000 * %(code)s + n %% 5, '2024-05-01', t, t + d * INTERVAL '1 microsecond', d, 3, 99, %(code)s,
+                   n %% 4,
+                   ARRAY(SELECT CASE WHEN n %% 5 = 0 AND (n + k) %% 7 = 0 THEN 1000000000000 + n * 7919
+                                     WHEN (n + k) %% 29 = 0 THEN 999999999999 - n
+                                     WHEN n %% 5 = 0 AND (n + k) %% 13 = 0 THEN 5000000000000000 + k
+                                     WHEN (n + k) %% 11 = 0 THEN -(n * k)
+                                     ELSE (n * 104729 + k * 7919) %% (d / 10 + 7) END::bigint
+                           FROM generate_series(1, %(len)s - n %% 3) k)
+              FROM generate_series(1, 400) n
+             CROSS JOIN LATERAL (SELECT TIMESTAMPTZ '2024-05-01 10:00+00' + (n * 26) * INTERVAL '1 second' AS t,
+                                        (ARRAY[60000000, 59999999, 30000000, 3600000000, 7])[1 + n / 10 %% 5]::bigint AS d) x
+        """, {"code": code, "len": counts[ent]})
+        cont = conn.execute("SELECT _measure.hour_tier_sql(%s, 'continuous')", (ent,)).fetchone()[0].replace(
+            "time_bucket(INTERVAL '1 hour', from_at)", "date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')")
+        expected = rows(conn, f"SELECT * FROM ({cont}) c WHERE system_id = 99 ORDER BY entity_id, measurement_id, hour_at")
+        got = rows(conn, f"SELECT * FROM _measure.{ent}_hour_rows(99::smallint, %s::timestamptz[]) "
+                         "ORDER BY entity_id, measurement_id, hour_at", hours)
+        assert len(expected) == 5 * 2 * 3 and got == expected, ent  # entities x measurements x hours
+    # both ways of computing the extremes were taken: entities 0 have deltas of 10^12 and
+    # more, the others none; every entity-hour has several DELTA-TIMEs
+    assert rows(conn, """
+        SELECT entity_id %% 1000, bool_or(big), min(deltas) > 1
+          FROM (SELECT entity_id, measurement_id, date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01') AS h,
+                       bool_or(counters[1] >= 1000000000000) AS big, count(DISTINCT delta_us) AS deltas
+                  FROM _measure.interval_record WHERE system_id = 99 AND type_code = 2 GROUP BY 1, 2, 3) g
+         GROUP BY 1 ORDER BY 1""") == [(0, True, True), (1, False, True), (2, False, True), (3, False, True),
+                                       (4, False, True)]
+
+
+def test_counter_positions_in_tier_sql_match_the_catalogue(conn) -> None:
     cat = load_catalog()
     seen = 0
-    for path in [SCHEMA / "010-tiers.timescale.sql", SCHEMA / "idempotent" / "021-condense.plain.sql"]:
-        for pos, ent, counter in re.findall(r"counters\[(\d+)\] /\* (\w+)\.(\w+) \*/", path.read_text()):
-            assert cat.entity(ent).index(counter) + 1 == int(pos), (path.name, ent, counter)
-            seen += 1
-    assert seen > 80
+    for pos, ent, counter in re.findall(r"counters\[(\d+)\] /\* (\w+)\.(\w+) \*/",
+                                        (SCHEMA / "010-tiers.timescale.sql").read_text()):
+        assert cat.entity(ent).index(counter) + 1 == int(pos), (ent, counter)
+        seen += 1
+    spec = rows(conn, "SELECT entity, position, counter, type_code FROM _measure.hour_tier_column")
+    for ent, pos, counter, code in spec:
+        assert cat.entity(ent).index(counter) + 1 == pos and cat.entity(ent).code == code, (ent, counter)
+    assert seen == 80 and len(spec) == 46  # every counter reference of the six aggregates
 
 
 def test_thresholds_default_to_figure_9(db, conn) -> None:

@@ -80,14 +80,16 @@ class Builder:
         return self.entities[key]
 
     def interval(self, meas: str, etype: str, cpu: int, start: datetime, minutes: int,
-                 ids: dict | None = None, **values: int) -> None:
+                 ids: dict | None = None, record_at: datetime | None = None, **values: int) -> None:
+        """One interval record; record_at (default 03-01 00:00) tells incarnations of an entity
+        apart (a file opened again is a new counter record)."""
         eid = self.entity(etype, cpu, **(ids or {}))
         end = start + timedelta(minutes=minutes)
         self.conn.execute(
             "INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at, "
             "delta_us, closing_kind, system_id, type_code, cpu, counters) "
             "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, %s, %s)",
-            (self.meas[meas], eid, t(1, 0), start, end, minutes * 60 * M, self.system_id,
+            (self.meas[meas], eid, record_at or t(1, 0), start, end, minutes * 60 * M, self.system_id,
              CAT.entity(etype).code, cpu, counters(etype, **values)))
 
     def cpu(self, meas: str, cpu: int, start: datetime, minutes: int, busy: float, qlen: float = 0,

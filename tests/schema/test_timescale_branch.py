@@ -146,6 +146,31 @@ def test_unique_constraints_of_hypertables_include_the_time_column() -> None:
     assert checked == 2
 
 
+def test_the_compression_order_covers_the_primary_keys() -> None:
+    # a key column that is neither segmentby nor orderby makes TimescaleDB decompress whole
+    # segments to check a row written into a compressed chunk (and warn at ALTER TABLE); the
+    # settings in force are the last ones the files set (a DO block of 070 included)
+    settings: dict[str, set[str]] = {}
+    for f in TS_FILES:
+        for table, opts in re.findall(r"ALTER TABLE (\S+) SET \((.*?)\);", f.text, re.DOTALL):
+            cols = set()
+            for key in ("compress_segmentby", "compress_orderby"):
+                m = re.search(rf"timescaledb\.{key} = '([^']*)'", opts)
+                assert m, (f.path.name, table, key)
+                cols |= {c.split()[0] for c in m.group(1).split(",")}
+            settings[table] = cols
+    keys = {}
+    for f in ALL_FILES:
+        for s in stmts(f):
+            if isinstance(s, ast.CreateStmt) and qualified(s.relation) in hypertables():
+                for elt in s.tableElts:
+                    if isinstance(elt, ast.Constraint) and elt.contype == ConstrType.CONSTR_PRIMARY:
+                        keys[qualified(s.relation)] = {k.sval for k in elt.keys}
+    assert set(keys) == set(settings) == set(hypertables())
+    for table, key in keys.items():
+        assert key <= settings[table], (table, key - settings[table])
+
+
 def test_no_foreign_key_points_at_or_leaves_a_hypertable() -> None:
     tables = hypertables()
     for f in ALL_FILES:
