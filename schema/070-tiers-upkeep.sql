@@ -10,9 +10,9 @@
 --                            thresholds it breaks ("busy_max > 70", ...). Kept by
 --                            _measure.condense_threshold_lines (schema/idempotent/020-tiers.sql)
 --                            for the hours being condensed, right after their violations
---                            (_measure.hour_breach), for every hour whenever the violations are
---                            rebuilt (first condensing after new hour views), and by triggers on
---                            _measure.threshold after the violations are re-resolved. The rows
+--                            (_measure.hour_breach), and for every hour whenever the violations
+--                            are rebuilt (first condensing after new hour views, or a CPU
+--                            threshold edited: _measure.threshold_rebuild). The rows
 --                            are complete exactly while the system's _measure.breach_state row
 --                            exists; measure.report_threshold reads them then, and evaluates the
 --                            thresholds on the hour tier otherwise. Time of day, shift and OS

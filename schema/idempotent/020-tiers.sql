@@ -237,42 +237,22 @@ GRANT EXECUTE ON FUNCTION _measure.hour_tier_sql(text, text) TO measure_writer;
 -- row wins is decided when the hour is condensed (_measure.hour_shadow holds the losers,
 -- schema/050-read-paths.sql), so a view is the hour tier minus those rows: an anti-join
 -- that the planner flattens into the reader, keeping its time range an index range scan.
-CREATE OR REPLACE VIEW _measure.cpu_hour_best AS
-SELECT h.* FROM _measure.cpu_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.cpu_hour_best TO measure_writer;
-CREATE OR REPLACE VIEW _measure.disc_hour_best AS
-SELECT h.* FROM _measure.disc_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.disc_hour_best TO measure_writer;
-CREATE OR REPLACE VIEW _measure.line_hour_best AS
-SELECT h.* FROM _measure.line_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.line_hour_best TO measure_writer;
-CREATE OR REPLACE VIEW _measure.process_hour_best AS
-SELECT h.* FROM _measure.process_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.process_hour_best TO measure_writer;
-CREATE OR REPLACE VIEW _measure.userdef_hour_best AS
-SELECT h.* FROM _measure.userdef_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.userdef_hour_best TO measure_writer;
-CREATE OR REPLACE VIEW _measure.tmf_hour_best AS
-SELECT h.* FROM _measure.tmf_hour h
- WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
-                    WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
-                      AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at);
-GRANT SELECT ON _measure.tmf_hour_best TO measure_writer;
+DO $best$
+DECLARE
+    v_entity text;
+BEGIN
+    FOREACH v_entity IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
+        EXECUTE format($v$
+            CREATE OR REPLACE VIEW _measure.%1$I AS
+            SELECT h.* FROM _measure.%2$I h
+             WHERE NOT EXISTS (SELECT 1 FROM _measure.hour_shadow x
+                                WHERE x.system_id = h.system_id AND x.entity_id = h.entity_id
+                                  AND x.measurement_id = h.measurement_id AND x.hour_at = h.hour_at)$v$,
+            v_entity || '_hour_best', v_entity || '_hour');
+        EXECUTE format('GRANT SELECT ON _measure.%I TO measure_writer', v_entity || '_hour_best');
+    END LOOP;
+END
+$best$;
 
 -- A user counter's TYPE (ACCUM, FACCUM, BUSY, QUEUE, QBUSY) from its measurement's CONTAB.
 -- SECURITY DEFINER: the public userdef views call it for readers who cannot read
@@ -641,51 +621,14 @@ RETURNS void LANGUAGE sql AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_threshold_lines(smallint, timestamptz[]) TO measure_writer;
 
--- A change of the CPU thresholds re-resolves the stored violations in the same statement
--- (_measure.threshold_changed, 040-dashboards.sql); these triggers, named to fire after
--- those (triggers of one event fire in name order), then rebuild the lines of every system
--- whose violations are complete. TRUNCATE leaves no threshold: no line.
-CREATE OR REPLACE FUNCTION _measure.threshold_lines_changed() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_sys smallint;
-    v_all boolean := false;
-    v_systems smallint[] := '{}';
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        DELETE FROM _measure.threshold_line;
-        RETURN NULL;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        SELECT v_all OR coalesce(bool_or(n.system_id IS NULL), false),
-               v_systems || coalesce(array_agg(n.system_id) FILTER (WHERE n.system_id IS NOT NULL), '{}')
-          INTO v_all, v_systems FROM thr_lines_new n WHERE n.entity = 'cpu';
-    END IF;
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        SELECT v_all OR coalesce(bool_or(o.system_id IS NULL), false),
-               v_systems || coalesce(array_agg(o.system_id) FILTER (WHERE o.system_id IS NOT NULL), '{}')
-          INTO v_all, v_systems FROM thr_lines_old o WHERE o.entity = 'cpu';
-    END IF;
-    FOR v_sys IN SELECT b.system_id FROM _measure.breach_state b
-                  WHERE v_all OR b.system_id = ANY (v_systems) ORDER BY 1 LOOP
-        PERFORM _measure.condense_threshold_lines(v_sys, NULL);
-    END LOOP;
-    RETURN NULL;
-END
-$$;
+-- Threshold edits: the lines follow the violations they are derived from, in the same
+-- place (_measure.threshold_rebuild / condense_breaches, 040-dashboards.sql). The separate
+-- triggers of an earlier release are dropped.
 DROP TRIGGER IF EXISTS threshold_zlines_inserted ON _measure.threshold;
 DROP TRIGGER IF EXISTS threshold_zlines_updated ON _measure.threshold;
 DROP TRIGGER IF EXISTS threshold_zlines_deleted ON _measure.threshold;
 DROP TRIGGER IF EXISTS threshold_zlines_truncated ON _measure.threshold;
-CREATE TRIGGER threshold_zlines_inserted AFTER INSERT ON _measure.threshold
-    REFERENCING NEW TABLE AS thr_lines_new FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
-CREATE TRIGGER threshold_zlines_updated AFTER UPDATE ON _measure.threshold
-    REFERENCING OLD TABLE AS thr_lines_old NEW TABLE AS thr_lines_new
-    FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
-CREATE TRIGGER threshold_zlines_deleted AFTER DELETE ON _measure.threshold
-    REFERENCING OLD TABLE AS thr_lines_old FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
-CREATE TRIGGER threshold_zlines_truncated AFTER TRUNCATE ON _measure.threshold
-    FOR EACH STATEMENT EXECUTE FUNCTION _measure.threshold_lines_changed();
+DROP FUNCTION IF EXISTS _measure.threshold_lines_changed();
 
 -- Recompute the shifts that contain the given hours, then their months and years, from the
 -- hour tiers (which must already be current for those hours).
@@ -697,16 +640,12 @@ RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
-    -- will condense_breaches rebuild the violations of every hour (first condensing after they
-    -- were invalidated: new hour views, or a threshold that could not be evaluated)?
-    v_all boolean := NOT EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = p_system);
 BEGIN
     CREATE TEMP TABLE IF NOT EXISTS _aff_shift (shift_day date, shift_no smallint,
                                                 start_at timestamptz, end_at timestamptz)
         ON COMMIT DROP;
     PERFORM _measure.condense_shadow(p_system, p_hours);
-    PERFORM _measure.condense_breaches(p_system, p_hours);  -- 040-dashboards.sql
-    PERFORM _measure.condense_threshold_lines(p_system, CASE WHEN v_all THEN NULL ELSE p_hours END);
+    PERFORM _measure.condense_breaches(p_system, p_hours);  -- and the threshold lines; 040-dashboards.sql
     PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql
     PERFORM _measure.condense_trend_days(p_system, ARRAY(
         SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date

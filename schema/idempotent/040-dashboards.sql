@@ -565,6 +565,10 @@ BEGIN
             END LOOP;
         END IF;
         INSERT INTO _measure.breach_state (system_id) VALUES (p_system) ON CONFLICT (system_id) DO NOTHING;
+        IF p_entities IS NULL OR 'cpu' = ANY (p_entities) THEN
+            -- the Figure 1 lines of every hour (_measure.threshold_line, 020-tiers.sql)
+            PERFORM _measure.condense_threshold_lines(p_system, NULL);
+        END IF;
         RETURN true;
     EXCEPTION WHEN invalid_parameter_value THEN
         DELETE FROM _measure.breach_state WHERE system_id = p_system;
@@ -574,7 +578,7 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.threshold_rebuild(smallint, text[]) TO measure_writer;
 
--- Keep the stored violations and threshold rollups of one system (called by
+-- Keep the stored violations, threshold rollups and threshold report lines of one system (called by
 -- _measure.condense_upper after the hour tiers and _measure.hour_shadow of p_hours are
 -- current): the shifts that contain p_hours when the system is complete, else all of its
 -- hours (first condensing after a definition change, or after a threshold that could not be
@@ -596,6 +600,7 @@ BEGIN
      WHERE EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h >= s.start_at AND h < s.end_at);
     BEGIN
         PERFORM _measure.threshold_resolve(p_system);
+        PERFORM _measure.condense_threshold_lines(p_system, p_hours);
     EXCEPTION WHEN invalid_parameter_value THEN
         DELETE FROM _measure.breach_state WHERE system_id = p_system;
     END;
@@ -615,6 +620,7 @@ BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         DELETE FROM _measure.hour_breach;
         DELETE FROM _measure.threshold_rollup;
+        DELETE FROM _measure.threshold_line;
         RETURN NULL;
     END IF;
     CREATE TEMP TABLE IF NOT EXISTS _thr_changed (system_id smallint, entity text) ON COMMIT DROP;
