@@ -647,6 +647,7 @@ BEGIN
     PERFORM _measure.condense_shadow(p_system, p_hours);
     PERFORM _measure.condense_breaches(p_system, p_hours);  -- and the threshold lines; 040-dashboards.sql
     PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql
+    PERFORM _measure.condense_records(p_system, p_hours);  -- 024-record-tiers.sql
     PERFORM _measure.condense_trend_days(p_system, ARRAY(
         SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
           FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));

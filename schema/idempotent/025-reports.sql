@@ -207,25 +207,14 @@ CREATE OR REPLACE FUNCTION _measure.window_sums(p_system smallint, p_type text, 
 RETURNS TABLE (entity_id bigint, record_at timestamptz, ids jsonb, cpu smallint,
                first_at timestamptz, last_at timestamptz, run_us numeric, c numeric[])
 LANGUAGE sql STABLE AS $$
-    -- one row per counter record (entity incarnation): summed deltas (negative clamped to 0)
-    WITH r AS (
-        SELECT ir.* FROM _measure.interval_record ir
-          JOIN _measure.entity_type t ON t.type_code = ir.type_code
-         WHERE ir.system_id = p_system AND t.entity = p_type
-           AND ir.from_at >= p_from AND ir.from_at < p_to
-           AND (p_measurement IS NULL OR ir.measurement_id = p_measurement)),
-    meta AS (
-        SELECT r.entity_id, r.record_at, min(r.cpu) AS cpu, min(r.from_at) AS first_at,
-               max(r.to_at) AS last_at, sum(r.delta_us) AS run_us
-          FROM r GROUP BY 1, 2),
-    sums AS (
-        SELECT r.entity_id, r.record_at, u.n, sum(greatest(u.v, 0)) AS s
-          FROM r, unnest(r.counters) WITH ORDINALITY u (v, n) GROUP BY 1, 2, 3),
-    arr AS (
-        SELECT entity_id, record_at, array_agg(s ORDER BY n) AS c FROM sums GROUP BY 1, 2)
-    SELECT m.entity_id, m.record_at, e.ids, m.cpu, m.first_at, m.last_at, m.run_us, a.c
-      FROM meta m JOIN arr a USING (entity_id, record_at)
-      JOIN _measure.entity e ON e.entity_id = m.entity_id
+    -- one row per counter record (entity incarnation): summed deltas (negative clamped to 0);
+    -- without p_measurement, per entity and hour the measurement with the most measured time
+    -- (the hour tiers' rule: two measurements of one entity never count it twice). From the
+    -- record tiers and interval records (_measure.record_window, 024-record-tiers.sql).
+    SELECT w.entity_id, w.record_at, e.ids, w.cpu, w.first_at, w.last_at, w.run_us, w.c
+      FROM _measure.record_window(p_system, (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = p_type),
+                                  p_from, p_to, p_measurement) w
+      JOIN _measure.entity e ON e.entity_id = w.entity_id
 $$;
 GRANT EXECUTE ON FUNCTION _measure.window_sums(smallint, text, timestamptz, timestamptz, integer) TO measure_writer;
 
@@ -352,35 +341,29 @@ GRANT EXECUTE ON FUNCTION measure.report_discopen_summary(text, timestamptz, tim
 --       several. response_transactions_per_sample says how many transactions a record
 --       averages (1 = exact); a LINE or CPU source averages many terminals and gives little
 --       more than the mean. Shorter intervals or measuring TERMINALs sharpen the figure.
+--       The record means are kept in 1 % bins (_measure.response_hist, so a year of
+--       terminals is a few thousand rows): the figure is the largest mean of the bin that
+--       holds that m, i.e. m itself or at most 1 % above it (m itself when the bin holds one
+--       distinct mean).
+--   One measurement per entity and hour counts (the most measured time), as in the tiers.
 CREATE OR REPLACE FUNCTION _measure.transaction_response(p_system smallint, p_from timestamptz,
                                                          p_to timestamptz)
 RETURNS TABLE (source text, transactions numeric, response_seconds_avg numeric,
                response_seconds_p95 numeric, transactions_per_sample numeric)
 LANGUAGE sql STABLE AS $$
-    WITH src AS (
-        SELECT v.ord, v.entity, t.type_code,
-               (SELECT d.position FROM _measure.counter_def d
-                 WHERE d.entity = v.entity AND d.counter = 'transactions') AS tpos,
-               (SELECT d.position FROM _measure.counter_def d
-                 WHERE d.entity = v.entity AND d.counter = 'response_time') AS rpos
-          FROM (VALUES (1, 'terminal'), (2, 'line'), (3, 'cpu')) v (ord, entity)
-          JOIN _measure.entity_type t ON t.entity = v.entity),
-    samples AS (
-        SELECT s.ord, s.entity, ir.counters[s.tpos]::numeric AS n,
-               greatest(ir.counters[s.rpos], 0)::numeric AS r
-          FROM src s
-          JOIN _measure.interval_record ir
-            ON ir.system_id = p_system AND ir.type_code = s.type_code
-           AND ir.from_at >= p_from AND ir.from_at < p_to
-         WHERE ir.counters[s.tpos] > 0),
+    WITH h AS (
+        SELECT s.ord, s.entity, w.*
+          FROM _measure.response_window(p_system, p_from, p_to) w
+          JOIN _measure.response_source s USING (type_code)
+         WHERE w.transactions > 0),
     chosen AS (
-        SELECT s.*, sum(s.n) OVER (ORDER BY s.r / s.n ROWS UNBOUNDED PRECEDING) AS cum,
-               sum(s.n) OVER () AS total
-          FROM samples s
-         WHERE s.ord = (SELECT min(ord) FROM samples))
-    SELECT min(entity), sum(n), sum(r) / sum(n) / 1e6,
-           min(r / n) FILTER (WHERE cum >= 0.95 * total) / 1e6,
-           sum(n) / count(*)
+        SELECT h.*, sum(h.transactions) OVER (ORDER BY h.bin ROWS UNBOUNDED PRECEDING) AS cum,
+               sum(h.transactions) OVER () AS total
+          FROM h
+         WHERE h.ord = (SELECT min(ord) FROM h))
+    SELECT min(entity), sum(transactions), sum(response_us) / sum(transactions) / 1e6,
+           min(mean_max_us) FILTER (WHERE cum >= 0.95 * total) / 1e6,
+           sum(transactions) / sum(records)
       FROM chosen
 $$;
 GRANT EXECUTE ON FUNCTION _measure.transaction_response(smallint, timestamptz, timestamptz) TO measure_writer;

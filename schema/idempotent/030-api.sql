@@ -157,8 +157,14 @@ BEGIN
         RAISE EXCEPTION 'measurement % is %; stop it before deleting it', p_id, v_state
             USING ERRCODE = '55000', COLUMN = 'measurement_id';
     END IF;
+    -- its hours are condensed again without it (tiers of hours whose records are gone stay)
+    INSERT INTO _measure.tier_dirty AS d (system_id, hour_at)
+    SELECT DISTINCT ir.system_id, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+      FROM _measure.interval_record ir WHERE ir.measurement_id = p_id
+    ON CONFLICT (system_id, hour_at) DO UPDATE SET noted_at = now();
     DELETE FROM _measure.interval_record WHERE measurement_id = p_id;
     DELETE FROM _measure.counter_copy WHERE measurement_id = p_id;
+    DELETE FROM _measure.record_tier WHERE measurement_id = p_id;
     DELETE FROM _measure.measurement WHERE measurement_id = p_id;
 END
 $$;

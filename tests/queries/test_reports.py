@@ -173,9 +173,11 @@ def test_discopen_summary_counts_opens_and_sums_their_driver_calls(db, conn) -> 
 def test_transaction_resource_and_capacity_forecast(db, conn) -> None:
     tr = {r["component"]: r for r in reports.run_report(
         conn, "transaction-resource", system=data.SYSTEM, transaction_process="$S%", **WINDOW)}
-    # 200 transactions; servers 1080 s, FUP 1800 s ('other'), CPU busy 7020 s in all
+    # 200 transactions; servers 1080 s, FUP 1800 s ('other'), CPU busy 5220 s in all: measurement
+    # B's half hour of CPU 0 at 08:00 (1800 s busy) does not count, A measured that whole hour
     assert tr["server"]["cpu_ms_per_transaction"] == 5400 and tr["other"]["cpu_ms_per_transaction"] == 9000
-    assert tr["system_overhead"]["cpu_seconds"] == 7020 - 1080 - 1800
+    assert tr["total"]["cpu_seconds"] == 5220
+    assert tr["system_overhead"]["cpu_seconds"] == 5220 - 1080 - 1800
     cf = reports.run_report(conn, "capacity-forecast", system=data.SYSTEM, date_from=date(2024, 3, 1),
                             date_to=date(2024, 3, 31))
     assert [(r["entity"], r["subject"], r["peak_busy_last"], r["slope_per_day"], r["crossing_date"],
@@ -201,14 +203,17 @@ def test_transaction_resource_response_times_from_terminal_records(db, conn) -> 
     # a line's records are ignored while its terminals are measured
     db.interval("A", "line", 0, t(10, 7), 60, {"device_name": "$ATM1", "pin": 9},
                 transactions=100, response_time=100 * data.M)
+    db.note_and_condense(t(10, 7), t(11, 8))             # as the collector does after every slice
     rows = reports.run_report(conn, "transaction-resource", system=data.SYSTEM, **WINDOW)
     total = next(r for r in rows if r["component"] == "total")
     # 20 transactions, 29 s of response: average 1.45 s. Sorted by record mean, transactions
     # accumulate 4 (0.5 s), 16 (1.0), 18 (1.5), 19 (2.0), 20 (10): 95 % of 20 = 19 -> 2.0 s.
     assert (total["transactions"], total["response_seconds_avg"], total["response_seconds_p95"],
             total["response_source"], total["response_transactions_per_sample"]) == (20, D("1.45"), 2, "terminal", 4)
-    # CPU busy 7,020 s over 14,400 s of CPU records (measurement B's half hour included)
-    assert (total["cpu_ms_per_transaction"], total["cpu_utilization_percent"]) == (351000, D("48.75"))
+    # CPU busy 5,220 s over 12,600 s of CPU records (not measurement B's half hour of CPU 0 at
+    # 08:00: measurement A measured that whole hour)
+    assert total["cpu_ms_per_transaction"] == 261000
+    assert round(total["cpu_utilization_percent"], 6) == round(D(5220 * 100) / 12600, 6)
     assert all(r["response_seconds_p95"] == 2 for r in rows)
     # a chosen process's MESSAGES-RECEIVED as the transactions leaves the response lines alone
     by_proc = reports.run_report(conn, "transaction-resource", system=data.SYSTEM, transaction_process="$S%",
@@ -223,10 +228,10 @@ def test_transaction_resource_response_times_from_terminal_records(db, conn) -> 
     assert [x.split("  ")[0].strip() for x in labels] == [
         "TOTAL", "SYSTEM OVERHEAD", "APPLICATION SERVERS", "OTHER PROCESSES", "AVERAGE RESPONSE (S)",
         "95 % RESPONSE (S)", "TRANSACTIONS", "TRANSACTIONS/S PER CPU", "TOTAL CPU UTILISATION (%)"]
-    assert body and next(x for x in labels if x.startswith("TOTAL ")).split()[1:3] == ["351000.0", "100.0"]
+    assert body and next(x for x in labels if x.startswith("TOTAL ")).split()[1:3] == ["261000.0", "100.0"]
     p95 = next(x for x in labels if x.startswith("95 %")).split()
     assert p95[4:] == ["2.00", "(TERMINAL", "RECORDS,", "4.0", "TRANSACTIONS", "PER", "RECORD)"]
-    assert next(x for x in labels if x.startswith("TOTAL CPU")).split()[-1] == "48.8"
+    assert next(x for x in labels if x.startswith("TOTAL CPU")).split()[-1] == "41.4"
 
 
 def test_transaction_response_falls_back_to_line_records(db, conn) -> None:
@@ -235,6 +240,7 @@ def test_transaction_response_falls_back_to_line_records(db, conn) -> None:
                 transactions=10, response_time=25 * data.M)
     db.interval("A", "line", 0, t(12, 8), 60, {"device_name": "$X25A", "pin": 9},
                 transactions=30, response_time=15 * data.M)
+    db.note_and_condense(t(12, 7), t(12, 8))
     rows = reports.run_report(conn, "transaction-resource", system=data.SYSTEM,
                               from_at=t(12, 0), to_at=t(13, 0))
     # record means 2.5 s (10 transactions) and 0.5 s (30): 95 % of 40 = 38 is reached at 2.5 s

@@ -1,0 +1,77 @@
+-- 090-record-tiers: the process, file and transaction-resource reports at any range (issue 7).
+--
+-- The reports of "Performance Considerations for Application Processes" (process summary,
+-- busy process, process activity, disc file activity, file and DISCOPEN summaries) and the
+-- transaction-resource report sum every counter of every counter record over a window
+-- (_measure.window_sums). Read from interval records that is O(records x counters): a month
+-- of the reference node's 327 processes at 1-minute intervals is 14 million records, and the
+-- records are dropped after ~35 days. These tables keep the same sums per counter record and
+-- UTC hour, day and month, resolved when the hours are condensed (_measure.condense_upper,
+-- both branches); _measure.window_plan cuts a window into whole months, days and hours read
+-- from here and the rest (partial hours at its edges, hours not condensed yet) read from
+-- interval records. Same result as the interval records, whatever the cut (tested).
+--
+--   _measure.record_tier   per counter record (entity_id, record_at), grain h/d/m and bucket:
+--                          run time, samples, first FROM and last TO timestamp, and the sum of
+--                          every counter (negative deltas counted as 0, as window_sums does).
+--                          Hour rows: one per measurement, best = the entity-hour's measurement
+--                          with the most measured time (ties: the lower id; the rule of the hour
+--                          tiers). Day and month rows: one per measurement (best = false) and
+--                          one of the best rows of their hours (measurement_id 0, best = true).
+--                          Entity types: _measure.record_tier_type.
+--   _measure.response_hist  per entity type giving transactions (TERMINAL, LINE, CPU), grain
+--                          and bucket: the interval records with transactions, by 1 % bin of
+--                          their mean response (RESPONSE-TIME / TRANSACTIONS): records,
+--                          transactions, response time and the largest mean of the bin. The
+--                          95 % response of the transaction-resource report comes from it.
+--
+-- An upgraded database: every hour that still has interval records is marked dirty below and
+-- condensed again (plain branch: the collector's next _measure.condense, or
+-- SELECT _measure.condense(NULL, 1000000); TimescaleDB: the tiers job). Hours whose records
+-- were already dropped have no rows here: the process and file reports of those hours were
+-- empty before this version too.
+
+CREATE TABLE _measure.record_tier_type (
+    type_code  smallint PRIMARY KEY REFERENCES _measure.entity_type
+);
+INSERT INTO _measure.record_tier_type
+SELECT type_code FROM _measure.entity_type WHERE entity IN ('cpu', 'process', 'file', 'discopen');
+GRANT SELECT ON _measure.record_tier_type TO measure_writer;
+
+CREATE TABLE _measure.record_tier (
+    system_id       smallint NOT NULL,
+    type_code       smallint NOT NULL,
+    grain           "char" NOT NULL CHECK (grain IN ('h', 'd', 'm')),
+    bucket_at       timestamptz NOT NULL,   -- the UTC hour, day or month
+    entity_id       bigint NOT NULL,
+    record_at       timestamptz NOT NULL,
+    measurement_id  integer NOT NULL,       -- 0: the best measurement of each entity-hour (d, m)
+    best            boolean NOT NULL,
+    cpu             smallint NOT NULL,
+    first_at        timestamptz NOT NULL,   -- min FROM-TIMESTAMP of its intervals in the bucket
+    last_at         timestamptz NOT NULL,   -- max TO-TIMESTAMP
+    samples         integer NOT NULL,
+    run_us          bigint NOT NULL,
+    counters        bigint[] NOT NULL,      -- per _measure.counter_def.position: sum of max(delta, 0)
+    PRIMARY KEY (system_id, type_code, grain, bucket_at, entity_id, record_at, measurement_id)
+);
+GRANT SELECT, INSERT, DELETE ON _measure.record_tier TO measure_writer;
+
+CREATE TABLE _measure.response_hist (
+    system_id     smallint NOT NULL,
+    type_code     smallint NOT NULL,
+    grain         "char" NOT NULL CHECK (grain IN ('h', 'd', 'm')),
+    bucket_at     timestamptz NOT NULL,
+    bin           integer NOT NULL,        -- _measure.response_bin(response, transactions)
+    records       bigint NOT NULL,
+    transactions  bigint NOT NULL,
+    response_us   bigint NOT NULL,
+    mean_max_us   numeric NOT NULL,
+    PRIMARY KEY (system_id, type_code, grain, bucket_at, bin)
+);
+GRANT SELECT, INSERT, DELETE ON _measure.response_hist TO measure_writer;
+
+INSERT INTO _measure.tier_dirty (system_id, hour_at)
+SELECT DISTINCT ir.system_id, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+  FROM _measure.interval_record ir
+ON CONFLICT (system_id, hour_at) DO NOTHING;

@@ -1,0 +1,319 @@
+-- 024-record-tiers: per-record sums by UTC hour, day and month, and the histogram of
+-- interval response times (tables: schema/090-record-tiers.sql, which says why).
+--
+-- Kept by _measure.condense_records (called by _measure.condense_upper for the hours it
+-- condenses), read by _measure.record_window and _measure.response_window, which cut a
+-- window with _measure.window_plan. `SET measuredb.record_tiers = off` makes every window
+-- read interval records only (tests and benchmarks compare the two).
+
+-- The bin of an interval's mean response r / n (microseconds): bin k holds the means in
+-- (1.01^(k-1), 1.01^k]; means below 1 microsecond fall in bin 0.
+CREATE OR REPLACE FUNCTION _measure.response_bin(p_response numeric, p_transactions numeric)
+RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN greatest(ceil(ln(greatest(p_response::float8 / p_transactions::float8, 1)) / ln(1.01::float8)), 0)::integer;
+
+-- 'ARRAY[sum(<expr>[1]), ...]' over every counter position of an entity type (explicit
+-- sums: unnesting the arrays made the reports O(records x counters) in rows).
+CREATE OR REPLACE FUNCTION _measure.record_sums_sql(p_type smallint, p_expr text, p_clamp boolean,
+                                                    p_cast text DEFAULT '')
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT 'ARRAY[' || string_agg(
+               CASE WHEN p_clamp THEN format('sum(greatest(%s[%s], 0))%s', p_expr, d.position, p_cast)
+                    ELSE format('sum(%s[%s])%s', p_expr, d.position, p_cast) END,
+               ', ' ORDER BY d.position) || ']'
+      FROM _measure.counter_def d JOIN _measure.entity_type t ON t.entity = d.entity
+     WHERE t.type_code = p_type
+$$;
+
+-- Per counter record, measurement and UTC hour, the sums of the interval records of the
+-- ranges [p_lo[i], p_hi[i]) (by FROM-TIMESTAMP), with best = this measurement has the most
+-- measured time of the entity in that hour (within the ranges; ties: the lower id).
+CREATE OR REPLACE FUNCTION _measure.record_rows(p_system smallint, p_type smallint, p_lo timestamptz[],
+                                                p_hi timestamptz[], p_measurement integer)
+RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
+               best boolean, cpu smallint, first_at timestamptz, last_at timestamptz, samples integer,
+               run_us bigint, counters bigint[])
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+BEGIN
+    IF p_lo IS NULL OR cardinality(p_lo) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format($q$
+        WITH r AS (
+            SELECT ir.entity_id, ir.record_at, ir.measurement_id,
+                   date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
+                   min(ir.cpu) AS cpu, min(ir.from_at) AS first_at, max(ir.to_at) AS last_at,
+                   count(*)::integer AS samples, sum(ir.delta_us)::bigint AS run_us, %s AS counters
+              FROM unnest($3, $4) w (lo, hi)
+              JOIN _measure.interval_record ir ON ir.from_at >= w.lo AND ir.from_at < w.hi
+             WHERE ir.system_id = $1 AND ir.type_code = $2 AND ($5 IS NULL OR ir.measurement_id = $5)
+             GROUP BY 1, 2, 3, 4),
+        m AS (
+            SELECT x.entity_id, x.hour_at, x.measurement_id,
+                   row_number() OVER (PARTITION BY x.entity_id, x.hour_at
+                                      ORDER BY x.run DESC, x.measurement_id) = 1 AS best
+              FROM (SELECT r.entity_id, r.hour_at, r.measurement_id, sum(r.run_us) AS run
+                      FROM r GROUP BY 1, 2, 3) x)
+        SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.best, r.cpu, r.first_at,
+               r.last_at, r.samples, r.run_us, r.counters
+          FROM r JOIN m USING (entity_id, hour_at, measurement_id)$q$,
+        _measure.record_sums_sql(p_type, 'ir.counters', true, '::bigint'))
+    USING p_system, p_type, p_lo, p_hi, p_measurement;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.record_rows(smallint, smallint, timestamptz[], timestamptz[], integer) TO measure_writer;
+
+-- The entity types whose interval records give transactions and response time, in the
+-- order the transaction-resource report prefers them, with the counters' positions.
+CREATE OR REPLACE VIEW _measure.response_source AS
+SELECT v.ord, v.entity, t.type_code,
+       (SELECT d.position FROM _measure.counter_def d WHERE d.entity = v.entity AND d.counter = 'transactions') AS tpos,
+       (SELECT d.position FROM _measure.counter_def d WHERE d.entity = v.entity AND d.counter = 'response_time') AS rpos
+  FROM (VALUES (1, 'terminal'), (2, 'line'), (3, 'cpu')) v (ord, entity)
+  JOIN _measure.entity_type t ON t.entity = v.entity;
+GRANT SELECT ON _measure.response_source TO measure_writer;
+
+-- Per response source, UTC hour and bin: the interval records with transactions of the
+-- ranges [p_lo[i], p_hi[i]), one measurement per entity-hour (the most measured time; ties:
+-- the lower id).
+CREATE OR REPLACE FUNCTION _measure.response_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[])
+RETURNS TABLE (type_code smallint, hour_at timestamptz, bin integer, records bigint, transactions bigint,
+               response_us bigint, mean_max_us numeric)
+LANGUAGE sql STABLE SET work_mem = '256MB' AS $$
+    WITH x AS MATERIALIZED (
+        SELECT s.type_code, ir.entity_id, ir.measurement_id,
+               date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
+               ir.delta_us, ir.counters[s.tpos] AS n, greatest(ir.counters[s.rpos], 0) AS r
+          FROM _measure.response_source s
+         CROSS JOIN unnest(p_lo, p_hi) w (lo, hi)
+          JOIN _measure.interval_record ir
+            ON ir.system_id = p_system AND ir.type_code = s.type_code
+           AND ir.from_at >= w.lo AND ir.from_at < w.hi),
+    best AS (
+        SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
+          FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
+                  FROM x GROUP BY 1, 2, 3) a
+         ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id)
+    SELECT x.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
+           sum(x.r)::bigint, max(x.r::numeric / x.n)
+      FROM x JOIN best USING (entity_id, hour_at, measurement_id)
+     WHERE x.n > 0
+     GROUP BY 1, 2, 3
+$$;
+GRANT EXECUTE ON FUNCTION _measure.response_rows(smallint, timestamptz[], timestamptz[]) TO measure_writer;
+
+-- The day ('d') or month ('m') rows of the given UTC buckets from the rows below them
+-- (hours, days): per measurement, and of the best rows (measurement_id 0).
+CREATE OR REPLACE FUNCTION _measure.condense_record_rollup(p_system smallint, p_type smallint, p_grain "char",
+                                                           p_buckets timestamptz[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_unit text := CASE p_grain WHEN 'd' THEN 'day' ELSE 'month' END;
+    v_src "char" := CASE p_grain WHEN 'd' THEN 'h' ELSE 'd' END;
+    v_sums text := _measure.record_sums_sql(p_type, 't.counters', false, '::bigint');
+BEGIN
+    DELETE FROM _measure.record_tier t
+     WHERE t.system_id = p_system AND t.type_code = p_type AND t.grain = p_grain AND t.bucket_at = ANY (p_buckets);
+    EXECUTE format($q$
+        INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at,
+                                          measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
+        SELECT $1, $2, $3, b.lo, t.entity_id, t.record_at, CASE WHEN g.best_of THEN 0 ELSE t.measurement_id END,
+               g.best_of, min(t.cpu), min(t.first_at), max(t.last_at), sum(t.samples)::integer,
+               sum(t.run_us)::bigint, %s
+          FROM (SELECT x AS lo, ((x AT TIME ZONE 'UTC') + INTERVAL '1 %s') AT TIME ZONE 'UTC' AS hi
+                  FROM unnest($4) x) b
+         CROSS JOIN (VALUES (true), (false)) g (best_of)
+          JOIN _measure.record_tier t
+            ON t.system_id = $1 AND t.type_code = $2 AND t.grain = %L
+           AND t.bucket_at >= b.lo AND t.bucket_at < b.hi
+         WHERE CASE WHEN g.best_of THEN (CASE WHEN %L = 'h' THEN t.best ELSE t.measurement_id = 0 END)
+                    ELSE t.measurement_id <> 0 END
+         GROUP BY b.lo, t.entity_id, t.record_at, 7, g.best_of$q$, v_sums, v_unit, v_src, v_src)
+    USING p_system, p_type, p_grain, p_buckets;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_record_rollup(smallint, smallint, "char", timestamptz[]) TO measure_writer;
+
+CREATE OR REPLACE FUNCTION _measure.condense_hist_rollup(p_system smallint, p_grain "char", p_buckets timestamptz[])
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_unit interval := CASE p_grain WHEN 'd' THEN INTERVAL '1 day' ELSE INTERVAL '1 month' END;
+    v_src "char" := CASE p_grain WHEN 'd' THEN 'h' ELSE 'd' END;
+BEGIN
+    DELETE FROM _measure.response_hist h
+     WHERE h.system_id = p_system AND h.grain = p_grain AND h.bucket_at = ANY (p_buckets);
+    INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
+                                        response_us, mean_max_us)
+    SELECT p_system, h.type_code, p_grain, b.lo, h.bin, sum(h.records), sum(h.transactions), sum(h.response_us),
+           max(h.mean_max_us)
+      FROM (SELECT x AS lo, ((x AT TIME ZONE 'UTC') + v_unit) AT TIME ZONE 'UTC' AS hi FROM unnest(p_buckets) x) b
+      JOIN _measure.response_hist h
+        ON h.system_id = p_system AND h.grain = v_src AND h.bucket_at >= b.lo AND h.bucket_at < b.hi
+     GROUP BY h.type_code, b.lo, h.bin;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_hist_rollup(smallint, "char", timestamptz[]) TO measure_writer;
+
+-- The record tiers and response histograms of the given UTC hours (from interval records),
+-- then of their days and months. Called by _measure.condense_upper.
+CREATE OR REPLACE FUNCTION _measure.condense_records(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_hi timestamptz[];
+    v_days timestamptz[];
+    v_months timestamptz[];
+    v_type smallint;
+BEGIN
+    IF p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
+    v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(p_hours) WITH ORDINALITY u (h, i) ORDER BY i);
+    v_days := ARRAY(SELECT DISTINCT date_trunc('day', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
+    v_months := ARRAY(SELECT DISTINCT date_trunc('month', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
+    FOR v_type IN SELECT type_code FROM _measure.record_tier_type ORDER BY 1 LOOP
+        DELETE FROM _measure.record_tier t
+         WHERE t.system_id = p_system AND t.type_code = v_type AND t.grain = 'h' AND t.bucket_at = ANY (p_hours);
+        INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at,
+                                          measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
+        SELECT p_system, v_type, 'h', r.hour_at, r.entity_id, r.record_at, r.measurement_id, r.best, r.cpu,
+               r.first_at, r.last_at, r.samples, r.run_us, r.counters
+          FROM _measure.record_rows(p_system, v_type, p_hours, v_hi, NULL) r;
+        PERFORM _measure.condense_record_rollup(p_system, v_type, 'd', v_days);
+        PERFORM _measure.condense_record_rollup(p_system, v_type, 'm', v_months);
+    END LOOP;
+    DELETE FROM _measure.response_hist h
+     WHERE h.system_id = p_system AND h.grain = 'h' AND h.bucket_at = ANY (p_hours);
+    INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
+                                        response_us, mean_max_us)
+    SELECT p_system, r.type_code, 'h', r.hour_at, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
+      FROM _measure.response_rows(p_system, p_hours, v_hi) r;
+    PERFORM _measure.condense_hist_rollup(p_system, 'd', v_days);
+    PERFORM _measure.condense_hist_rollup(p_system, 'm', v_months);
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_records(smallint, timestamptz[]) TO measure_writer;
+
+-- A window [p_from, p_to) cut into what the tiers hold and what interval records must give:
+-- grain 'm', 'd', 'h' = the UTC month, day or hour starting at lo (wholly inside the window,
+-- no hour of it waiting in _measure.tier_dirty), 'r' = the range [lo, hi) of interval
+-- records (the partial hours at the edges, and hours not condensed yet). Largest first: a
+-- year is about 12 months, a few days and hours. p_tiered = false (or the setting
+-- measuredb.record_tiers = off): the whole window from interval records.
+CREATE OR REPLACE FUNCTION _measure.window_plan(p_system smallint, p_from timestamptz, p_to timestamptz,
+                                                p_tiered boolean DEFAULT true)
+RETURNS TABLE (grain "char", lo timestamptz, hi timestamptz)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    c_origin CONSTANT timestamptz := TIMESTAMPTZ '2000-01-01 00:00:00+00';
+    v_h0 timestamptz;
+    v_h1 timestamptz;
+BEGIN
+    IF p_from IS NULL OR p_to IS NULL OR p_from >= p_to THEN
+        RETURN;
+    END IF;
+    v_h0 := date_bin(INTERVAL '1 hour', p_from, c_origin);
+    IF v_h0 < p_from THEN
+        v_h0 := v_h0 + INTERVAL '1 hour';
+    END IF;
+    v_h1 := date_bin(INTERVAL '1 hour', p_to, c_origin);
+    IF NOT p_tiered OR coalesce(current_setting('measuredb.record_tiers', true), '') = 'off' OR v_h0 >= v_h1 THEN
+        RETURN QUERY SELECT 'r'::"char", p_from, p_to;
+        RETURN;
+    END IF;
+    IF p_from < v_h0 THEN
+        RETURN QUERY SELECT 'r'::"char", p_from, v_h0;
+    END IF;
+    IF v_h1 < p_to THEN
+        RETURN QUERY SELECT 'r'::"char", v_h1, p_to;
+    END IF;
+    RETURN QUERY
+    WITH dirty AS MATERIALIZED (
+        SELECT d.hour_at FROM _measure.tier_dirty d
+         WHERE d.system_id = p_system AND d.hour_at >= v_h0 AND d.hour_at < v_h1),
+    days AS MATERIALIZED (
+        SELECT x.lo, x.hi, x.lo >= v_h0 AND x.hi <= v_h1
+                           AND NOT EXISTS (SELECT 1 FROM dirty WHERE dirty.hour_at >= x.lo AND dirty.hour_at < x.hi) AS whole
+          FROM (SELECT d AT TIME ZONE 'UTC' AS lo, (d + INTERVAL '1 day') AT TIME ZONE 'UTC' AS hi
+                  FROM generate_series(date_trunc('day', v_h0 AT TIME ZONE 'UTC'),
+                                       v_h1 AT TIME ZONE 'UTC' - INTERVAL '1 hour', INTERVAL '1 day') d) x),
+    months AS MATERIALIZED (
+        SELECT x.lo, x.hi
+          FROM (SELECT m AT TIME ZONE 'UTC' AS lo, (m + INTERVAL '1 month') AT TIME ZONE 'UTC' AS hi
+                  FROM generate_series(date_trunc('month', v_h0 AT TIME ZONE 'UTC'),
+                                       v_h1 AT TIME ZONE 'UTC' - INTERVAL '1 hour', INTERVAL '1 month') m) x
+         WHERE x.lo >= v_h0 AND x.hi <= v_h1
+           AND NOT EXISTS (SELECT 1 FROM dirty WHERE dirty.hour_at >= x.lo AND dirty.hour_at < x.hi))
+    SELECT 'm'::"char", months.lo, months.hi FROM months
+    UNION ALL
+    SELECT 'd'::"char", days.lo, days.hi FROM days
+     WHERE days.whole AND NOT EXISTS (SELECT 1 FROM months WHERE days.lo >= months.lo AND days.lo < months.hi)
+    UNION ALL
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM dirty WHERE dirty.hour_at = h) THEN 'r'::"char" ELSE 'h'::"char" END,
+           h, h + INTERVAL '1 hour'
+      FROM days CROSS JOIN LATERAL generate_series(greatest(days.lo, v_h0), least(days.hi, v_h1) - INTERVAL '1 hour',
+                                                   INTERVAL '1 hour') h
+     WHERE NOT days.whole;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.window_plan(smallint, timestamptz, timestamptz, boolean) TO measure_writer;
+
+-- Per counter record (entity_id, record_at) of an entity type, the sums over the interval
+-- records whose FROM-TIMESTAMP lies in [p_from, p_to): of one measurement, or (p_measurement
+-- NULL) per entity and hour of the measurement with the most measured time. From the record
+-- tiers where _measure.window_plan allows, from interval records elsewhere; the same sums.
+CREATE OR REPLACE FUNCTION _measure.record_window(p_system smallint, p_type smallint, p_from timestamptz,
+                                                  p_to timestamptz, p_measurement integer)
+RETURNS TABLE (entity_id bigint, record_at timestamptz, cpu smallint, first_at timestamptz,
+               last_at timestamptz, run_us numeric, c numeric[])
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_grain "char"[];
+    v_at timestamptz[];
+    v_lo timestamptz[];
+    v_hi timestamptz[];
+BEGIN
+    SELECT array_agg(p.grain) FILTER (WHERE p.grain <> 'r'), array_agg(p.lo) FILTER (WHERE p.grain <> 'r'),
+           array_agg(p.lo) FILTER (WHERE p.grain = 'r'), array_agg(p.hi) FILTER (WHERE p.grain = 'r')
+      INTO v_grain, v_at, v_lo, v_hi
+      FROM _measure.window_plan(p_system, p_from, p_to,
+                                EXISTS (SELECT 1 FROM _measure.record_tier_type t WHERE t.type_code = p_type)) p;
+    RETURN QUERY EXECUTE format($q$
+        WITH u AS (
+            SELECT t.entity_id, t.record_at, t.cpu, t.first_at, t.last_at, t.run_us, t.counters
+              FROM unnest($6, $7) p (grain, bucket_at)
+              JOIN _measure.record_tier t
+                ON t.system_id = $1 AND t.type_code = $2 AND t.grain = p.grain AND t.bucket_at = p.bucket_at
+             WHERE CASE WHEN $5 IS NULL THEN t.best ELSE t.measurement_id = $5 END
+            UNION ALL
+            SELECT r.entity_id, r.record_at, r.cpu, r.first_at, r.last_at, r.run_us, r.counters
+              FROM _measure.record_rows($1, $2, $3, $4, $5) r
+             WHERE $5 IS NOT NULL OR r.best)
+        SELECT u.entity_id, u.record_at, min(u.cpu), min(u.first_at), max(u.last_at), sum(u.run_us), %s
+          FROM u GROUP BY u.entity_id, u.record_at$q$,
+        _measure.record_sums_sql(p_type, 'u.counters', false))
+    USING p_system, p_type, v_lo, v_hi, p_measurement, v_grain, v_at;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.record_window(smallint, smallint, timestamptz, timestamptz, integer) TO measure_writer;
+
+-- Per response source and bin, the interval records with transactions whose FROM-TIMESTAMP
+-- lies in [p_from, p_to) (one measurement per entity-hour), from the histograms where
+-- _measure.window_plan allows.
+CREATE OR REPLACE FUNCTION _measure.response_window(p_system smallint, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (type_code smallint, bin integer, records numeric, transactions numeric, response_us numeric,
+               mean_max_us numeric)
+LANGUAGE sql STABLE AS $$
+    WITH p AS MATERIALIZED (SELECT * FROM _measure.window_plan(p_system, p_from, p_to)),
+    u AS (
+        SELECT h.type_code, h.bin, h.records, h.transactions, h.response_us, h.mean_max_us
+          FROM p JOIN _measure.response_hist h
+            ON h.system_id = p_system AND h.grain = p.grain AND h.bucket_at = p.lo
+         WHERE p.grain <> 'r'
+        UNION ALL
+        SELECT r.type_code, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
+          FROM _measure.response_rows(p_system, ARRAY(SELECT lo FROM p WHERE grain = 'r' ORDER BY lo),
+                                      ARRAY(SELECT hi FROM p WHERE grain = 'r' ORDER BY lo)) r)
+    SELECT u.type_code, u.bin, sum(u.records), sum(u.transactions), sum(u.response_us), max(u.mean_max_us)
+      FROM u GROUP BY 1, 2
+$$;
+GRANT EXECUTE ON FUNCTION _measure.response_window(smallint, timestamptz, timestamptz) TO measure_writer;
