@@ -1,5 +1,6 @@
 -- discopen-summary: DISCOPEN Summary (Application Processes, Figure 7): physical opens, names without '#',
--- input + output > 0, by FILE-NAME.
+-- input + output > 0, by FILE-NAME. As ENFORM's WHERE, the condition applies to each interval record:
+-- the totals are those of the records with input or output, COUNT the opens with at least one.
 --
 -- Parameters: system, from_at, to_at, measurement
 -- Output: file_name, open_count, input_calls, cache_hits, output_calls, block_splits, stalls

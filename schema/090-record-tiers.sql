@@ -32,10 +32,9 @@
 -- empty before this version too.
 
 CREATE TABLE _measure.record_tier_type (
-    type_code  smallint PRIMARY KEY REFERENCES _measure.entity_type
+    entity  text PRIMARY KEY            -- _measure.entity_type.entity (loaded after this file)
 );
-INSERT INTO _measure.record_tier_type
-SELECT type_code FROM _measure.entity_type WHERE entity IN ('cpu', 'process', 'file', 'discopen');
+INSERT INTO _measure.record_tier_type VALUES ('cpu'), ('process'), ('file');
 GRANT SELECT ON _measure.record_tier_type TO measure_writer;
 
 CREATE TABLE _measure.record_tier (
@@ -71,7 +70,66 @@ CREATE TABLE _measure.response_hist (
 );
 GRANT SELECT, INSERT, DELETE ON _measure.response_hist TO measure_writer;
 
+-- DISCOPEN: ~10,000 opens on the reference node (x 24 hours x 365 days would be 90 million
+-- record rows a year), read only by the DISCOPEN summary, which is by file name. So per file:
+--   _measure.discopen_file_tier  per file name, grain and bucket: the sums of the interval
+--                          records with DRIVER-INPUT-CALLS + DRIVER-OUTPUT-CALLS > 0 (ENFORM's
+--                          WHERE applies to each record), per measurement and of the best
+--                          measurement of each entity-hour (measurement_id 0);
+--   _measure.discopen_open_hours  per open (counter record), UTC month and measurement (0: the
+--                          best ones): bit i = hour i of the month has such an interval. An
+--                          open counts once in a window if any of its hours in the window does.
+CREATE TABLE _measure.discopen_file_tier (
+    system_id       smallint NOT NULL,
+    grain           "char" NOT NULL CHECK (grain IN ('h', 'd', 'm')),
+    bucket_at       timestamptz NOT NULL,
+    file_name       text NOT NULL,
+    measurement_id  integer NOT NULL,
+    samples         integer NOT NULL,
+    counters        bigint[] NOT NULL,
+    PRIMARY KEY (system_id, grain, bucket_at, file_name, measurement_id)
+);
+GRANT SELECT, INSERT, DELETE ON _measure.discopen_file_tier TO measure_writer;
+
+CREATE TABLE _measure.discopen_open_hours (
+    system_id       smallint NOT NULL,
+    month_at        timestamptz NOT NULL,
+    entity_id       bigint NOT NULL,
+    record_at       timestamptz NOT NULL,
+    measurement_id  integer NOT NULL,
+    file_name       text NOT NULL,
+    hours           bit(744) NOT NULL,
+    PRIMARY KEY (system_id, month_at, entity_id, record_at, measurement_id)
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON _measure.discopen_open_hours TO measure_writer;
+
+-- What retention dropped: interval records before purged_before are gone, so no hour before
+-- it is ever computed again from them (condensing such an hour, after a shift edit, say,
+-- would otherwise replace its tier rows by nothing). Written by _measure.purge; here, the
+-- first record still kept (the same thing for a database that purged before this version).
+CREATE TABLE _measure.raw_horizon (
+    only_row       boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    purged_before  timestamptz NOT NULL
+);
+GRANT SELECT, INSERT, UPDATE ON _measure.raw_horizon TO measure_writer;
+INSERT INTO _measure.raw_horizon (purged_before)
+SELECT min((SELECT min(ir.from_at) FROM _measure.interval_record ir
+             WHERE ir.system_id = s.system_id AND ir.type_code = t.type_code))
+  FROM _measure.system s CROSS JOIN _measure.entity_type t
+HAVING min((SELECT min(ir.from_at) FROM _measure.interval_record ir
+             WHERE ir.system_id = s.system_id AND ir.type_code = t.type_code)) IS NOT NULL;
+
+-- Every hour from the first to the last interval record of each system and entity type
+-- (from the (system_id, type_code, from_at) index: no scan of the records).
 INSERT INTO _measure.tier_dirty (system_id, hour_at)
-SELECT DISTINCT ir.system_id, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')
-  FROM _measure.interval_record ir
+SELECT DISTINCT r.system_id, h
+  FROM (SELECT s.system_id, t.type_code,
+               (SELECT min(ir.from_at) FROM _measure.interval_record ir
+                 WHERE ir.system_id = s.system_id AND ir.type_code = t.type_code) AS lo,
+               (SELECT max(ir.from_at) FROM _measure.interval_record ir
+                 WHERE ir.system_id = s.system_id AND ir.type_code = t.type_code) AS hi
+          FROM _measure.system s CROSS JOIN _measure.entity_type t) r
+ CROSS JOIN LATERAL generate_series(date_bin(INTERVAL '1 hour', r.lo, TIMESTAMPTZ '2000-01-01 00:00:00+00'),
+                                    r.hi, INTERVAL '1 hour') h
+ WHERE r.lo IS NOT NULL
 ON CONFLICT (system_id, hour_at) DO NOTHING;

@@ -16,8 +16,11 @@
 --   SELECT * FROM _measure.purge(INTERVAL '35 days');
 --       drops raw copies and interval records older than that, only when all their tiers
 --       are computed (raises otherwise, naming what is missing). TimescaleDB: a job.
+--       The cut-off is kept in _measure.raw_horizon: hours before it are never recomputed
+--       from interval records again (their hour and record tiers stay as condensed).
 --   SELECT _measure.recondense(system_id, from_at, to_at);
---       after editing _measure.shift: marks a period dirty again and condenses it.
+--       after editing _measure.shift: marks a period dirty again and condenses it (hours
+--       before the retention cut-off: only the shifts, months and years above them).
 --
 -- Readers use the measure.* views: <entity>_hour, <entity>_shift, <entity>_month,
 -- <entity>_year for entity in cpu, disc, line, process, userdef, tmf.
@@ -641,9 +644,11 @@ DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
 BEGIN
-    CREATE TEMP TABLE IF NOT EXISTS _aff_shift (shift_day date, shift_no smallint,
-                                                start_at timestamptz, end_at timestamptz)
-        ON COMMIT DROP;
+    IF to_regclass('pg_temp._aff_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _aff_shift (shift_day date, shift_no smallint,
+                                      start_at timestamptz, end_at timestamptz)
+            ON COMMIT DROP;
+    END IF;
     PERFORM _measure.condense_shadow(p_system, p_hours);
     PERFORM _measure.condense_breaches(p_system, p_hours);  -- and the threshold lines; 040-dashboards.sql
     PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql

@@ -36,6 +36,7 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_sys smallint;
     v_hours timestamptz[];
+    v_fresh timestamptz[];
     v_total integer := 0;
 BEGIN
     FOR v_sys IN SELECT DISTINCT system_id FROM _measure.tier_dirty
@@ -44,18 +45,20 @@ BEGIN
           FROM (SELECT hour_at FROM _measure.tier_dirty WHERE system_id = v_sys
                  ORDER BY hour_at LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
         CONTINUE WHEN v_hours IS NULL;
-        DELETE FROM _measure.cpu_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.cpu_hour SELECT * FROM _measure.cpu_hour_rows(v_sys, v_hours);
-        DELETE FROM _measure.disc_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.disc_hour SELECT * FROM _measure.disc_hour_rows(v_sys, v_hours);
-        DELETE FROM _measure.line_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.line_hour SELECT * FROM _measure.line_hour_rows(v_sys, v_hours);
-        DELETE FROM _measure.process_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.process_hour SELECT * FROM _measure.process_hour_rows(v_sys, v_hours);
-        DELETE FROM _measure.userdef_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.userdef_hour SELECT * FROM _measure.userdef_hour_rows(v_sys, v_hours);
-        DELETE FROM _measure.tmf_hour WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        INSERT INTO _measure.tmf_hour SELECT * FROM _measure.tmf_hour_rows(v_sys, v_hours);
+        -- hour tiers from interval records only where retention kept them (_measure.raw_horizon)
+        v_fresh := ARRAY(SELECT h FROM unnest(v_hours) h WHERE h >= _measure.raw_horizon());
+        DELETE FROM _measure.cpu_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.cpu_hour SELECT * FROM _measure.cpu_hour_rows(v_sys, v_fresh);
+        DELETE FROM _measure.disc_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.disc_hour SELECT * FROM _measure.disc_hour_rows(v_sys, v_fresh);
+        DELETE FROM _measure.line_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.line_hour SELECT * FROM _measure.line_hour_rows(v_sys, v_fresh);
+        DELETE FROM _measure.process_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.process_hour SELECT * FROM _measure.process_hour_rows(v_sys, v_fresh);
+        DELETE FROM _measure.userdef_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.userdef_hour SELECT * FROM _measure.userdef_hour_rows(v_sys, v_fresh);
+        DELETE FROM _measure.tmf_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
+        INSERT INTO _measure.tmf_hour SELECT * FROM _measure.tmf_hour_rows(v_sys, v_fresh);
         PERFORM _measure.condense_upper(v_sys, v_hours);
         DELETE FROM _measure.tier_dirty WHERE system_id = v_sys AND hour_at = ANY (v_hours);
         v_total := v_total + cardinality(v_hours);
@@ -95,6 +98,8 @@ BEGIN
     GET DIAGNOSTICS counter_copies = ROW_COUNT;
     DELETE FROM _measure.interval_record WHERE from_at < v_cutoff;
     GET DIAGNOSTICS interval_records = ROW_COUNT;
+    INSERT INTO _measure.raw_horizon AS h (purged_before) VALUES (v_cutoff)
+    ON CONFLICT (only_row) DO UPDATE SET purged_before = greatest(h.purged_before, EXCLUDED.purged_before);
     RETURN NEXT;
 END
 $$;

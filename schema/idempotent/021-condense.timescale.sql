@@ -23,8 +23,9 @@ GRANT EXECUTE ON FUNCTION _measure.condense(smallint, integer) TO measure_writer
 -- The tiers job (config: {"max_hours": N}, default 2000 dirty hours per run, oldest first).
 --  0. reads the oldest dirty hours with the time each was noted (its work, fixed now);
 --  1. refreshes every hour aggregate over the runs of consecutive dirty hours (only those
---     hours: a refresh re-materializes what changed inside its window, and a window that
---     reached over raw chunks dropped by retention would delete their tier rows);
+--     hours, and none before _measure.raw_horizon(): a refresh re-materializes what changed
+--     inside its window, and a window that reached over raw chunks dropped by retention
+--     would delete their tier rows);
 --  2. recomputes the shifts, months and years containing the dirty hours, per system, and
 --     clears exactly the dirty rows it read (a row noted again meanwhile has a newer
 --     noted_at, stays dirty, and is done again by the next run).
@@ -55,12 +56,13 @@ BEGIN
     SELECT array_agg(r.lo ORDER BY r.lo), array_agg(r.hi ORDER BY r.lo) INTO v_from, v_to
       FROM (SELECT min(g.h) AS lo, max(g.h) + INTERVAL '1 hour' AS hi
               FROM (SELECT u.h, u.h - (row_number() OVER (ORDER BY u.h)) * INTERVAL '1 hour' AS island
-                      FROM (SELECT DISTINCT x AS h FROM unnest(v_hour) x) u) g
+                      FROM (SELECT DISTINCT x AS h FROM unnest(v_hour) x
+                     WHERE x >= _measure.raw_horizon()) u) g
              GROUP BY g.island) r;
     v_systems := ARRAY(SELECT DISTINCT x FROM unnest(v_sys) x ORDER BY 1);
     COMMIT;
 
-    FOR i IN 1 .. cardinality(v_from) LOOP
+    FOR i IN 1 .. coalesce(cardinality(v_from), 0) LOOP
         CALL refresh_continuous_aggregate('_measure.cpu_hour', v_from[i], v_to[i]);
         COMMIT;
         CALL refresh_continuous_aggregate('_measure.disc_hour', v_from[i], v_to[i]);
@@ -128,6 +130,8 @@ BEGIN
     END LOOP;
     PERFORM drop_chunks('_measure.counter_copy', older_than => v_cutoff);
     PERFORM drop_chunks('_measure.interval_record', older_than => v_cutoff);
+    INSERT INTO _measure.raw_horizon AS h (purged_before) VALUES (v_cutoff)
+    ON CONFLICT (only_row) DO UPDATE SET purged_before = greatest(h.purged_before, EXCLUDED.purged_before);
     RETURN NEXT;
 END
 $$;

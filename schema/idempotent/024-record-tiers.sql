@@ -6,6 +6,13 @@
 -- window with _measure.window_plan. `SET measuredb.record_tiers = off` makes every window
 -- read interval records only (tests and benchmarks compare the two).
 
+-- Interval records before this time were dropped by retention (_measure.raw_horizon): the
+-- tiers of earlier hours are kept as they are, never recomputed from what is left.
+CREATE OR REPLACE FUNCTION _measure.raw_horizon()
+RETURNS timestamptz LANGUAGE sql STABLE
+RETURN coalesce((SELECT h.purged_before FROM _measure.raw_horizon h), TIMESTAMPTZ '-infinity');
+GRANT EXECUTE ON FUNCTION _measure.raw_horizon() TO measure_writer;
+
 -- The bin of an interval's mean response r / n (microseconds): bin k holds the means in
 -- (1.01^(k-1), 1.01^k]; means below 1 microsecond fall in bin 0.
 CREATE OR REPLACE FUNCTION _measure.response_bin(p_response numeric, p_transactions numeric)
@@ -154,49 +161,67 @@ END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.condense_hist_rollup(smallint, "char", timestamptz[]) TO measure_writer;
 
--- The record tiers and response histograms of the given UTC hours (from interval records),
--- then of their days and months. Called by _measure.condense_upper.
+-- The record tiers and response histograms of the given UTC hours (from interval records;
+-- hours before _measure.raw_horizon() keep theirs), then of their days and months. Called by
+-- _measure.condense_upper.
 CREATE OR REPLACE FUNCTION _measure.condense_records(p_system smallint, p_hours timestamptz[])
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
 DECLARE
-    v_hi timestamptz[];
     v_days timestamptz[];
     v_months timestamptz[];
+    v_day timestamptz;
+    v_lo timestamptz[];
+    v_hi timestamptz[];
+    v_types smallint[];
     v_type smallint;
+    v_fresh timestamptz[];
 BEGIN
     IF p_hours IS NULL OR cardinality(p_hours) = 0 THEN
         RETURN;
     END IF;
-    v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(p_hours) WITH ORDINALITY u (h, i) ORDER BY i);
     v_days := ARRAY(SELECT DISTINCT date_trunc('day', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
     v_months := ARRAY(SELECT DISTINCT date_trunc('month', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
-    FOR v_type IN SELECT type_code FROM _measure.record_tier_type ORDER BY 1 LOOP
-        DELETE FROM _measure.record_tier t
-         WHERE t.system_id = p_system AND t.type_code = v_type AND t.grain = 'h' AND t.bucket_at = ANY (p_hours);
-        INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at,
-                                          measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
-        SELECT p_system, v_type, 'h', r.hour_at, r.entity_id, r.record_at, r.measurement_id, r.best, r.cpu,
-               r.first_at, r.last_at, r.samples, r.run_us, r.counters
-          FROM _measure.record_rows(p_system, v_type, p_hours, v_hi, NULL) r;
+    v_types := ARRAY(SELECT t.type_code FROM _measure.record_tier_type r
+                       JOIN _measure.entity_type t USING (entity) ORDER BY 1);
+    -- hour rows from interval records, of the hours whose records retention kept
+    v_fresh := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= _measure.raw_horizon());
+    DELETE FROM _measure.record_tier t
+     WHERE t.system_id = p_system AND t.type_code = ANY (v_types) AND t.grain = 'h' AND t.bucket_at = ANY (v_fresh);
+    DELETE FROM _measure.response_hist h
+     WHERE h.system_id = p_system AND h.grain = 'h' AND h.bucket_at = ANY (v_fresh);
+    -- a day at a time (a backlog of hundreds of hours stays a day's work in memory)
+    FOREACH v_day IN ARRAY v_days LOOP
+        v_lo := ARRAY(SELECT h FROM unnest(v_fresh) h WHERE date_trunc('day', h, 'UTC') = v_day ORDER BY 1);
+        CONTINUE WHEN cardinality(v_lo) = 0;
+        v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(v_lo) h ORDER BY 1);
+        FOREACH v_type IN ARRAY v_types LOOP
+            INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at,
+                                              measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
+            SELECT p_system, v_type, 'h', r.hour_at, r.entity_id, r.record_at, r.measurement_id, r.best, r.cpu,
+                   r.first_at, r.last_at, r.samples, r.run_us, r.counters
+              FROM _measure.record_rows(p_system, v_type, v_lo, v_hi, NULL) r;
+        END LOOP;
+        INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
+                                            response_us, mean_max_us)
+        SELECT p_system, r.type_code, 'h', r.hour_at, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
+          FROM _measure.response_rows(p_system, v_lo, v_hi) r;
+    END LOOP;
+    FOREACH v_type IN ARRAY v_types LOOP
         PERFORM _measure.condense_record_rollup(p_system, v_type, 'd', v_days);
         PERFORM _measure.condense_record_rollup(p_system, v_type, 'm', v_months);
     END LOOP;
-    DELETE FROM _measure.response_hist h
-     WHERE h.system_id = p_system AND h.grain = 'h' AND h.bucket_at = ANY (p_hours);
-    INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
-                                        response_us, mean_max_us)
-    SELECT p_system, r.type_code, 'h', r.hour_at, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
-      FROM _measure.response_rows(p_system, p_hours, v_hi) r;
     PERFORM _measure.condense_hist_rollup(p_system, 'd', v_days);
     PERFORM _measure.condense_hist_rollup(p_system, 'm', v_months);
+    PERFORM _measure.condense_discopen(p_system, p_hours);
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.condense_records(smallint, timestamptz[]) TO measure_writer;
 
 -- A window [p_from, p_to) cut into what the tiers hold and what interval records must give:
 -- grain 'm', 'd', 'h' = the UTC month, day or hour starting at lo (wholly inside the window,
--- no hour of it waiting in _measure.tier_dirty), 'r' = the range [lo, hi) of interval
--- records (the partial hours at the edges, and hours not condensed yet). Largest first: a
+-- no hour of it waiting in _measure.tier_dirty after _measure.raw_horizon()), 'r' = the
+-- range [lo, hi) of interval records (the partial hours at the edges, and hours not
+-- condensed yet). Largest first: a
 -- year is about 12 months, a few days and hours. p_tiered = false (or the setting
 -- measuredb.record_tiers = off): the whole window from interval records.
 CREATE OR REPLACE FUNCTION _measure.window_plan(p_system smallint, p_from timestamptz, p_to timestamptz,
@@ -229,7 +254,8 @@ BEGIN
     RETURN QUERY
     WITH dirty AS MATERIALIZED (
         SELECT d.hour_at FROM _measure.tier_dirty d
-         WHERE d.system_id = p_system AND d.hour_at >= v_h0 AND d.hour_at < v_h1),
+         WHERE d.system_id = p_system AND d.hour_at >= v_h0 AND d.hour_at < v_h1
+           AND d.hour_at >= _measure.raw_horizon()),  -- older: the tiers are all there is
     days AS MATERIALIZED (
         SELECT x.lo, x.hi, x.lo >= v_h0 AND x.hi <= v_h1
                            AND NOT EXISTS (SELECT 1 FROM dirty WHERE dirty.hour_at >= x.lo AND dirty.hour_at < x.hi) AS whole
@@ -276,7 +302,8 @@ BEGIN
            array_agg(p.lo) FILTER (WHERE p.grain = 'r'), array_agg(p.hi) FILTER (WHERE p.grain = 'r')
       INTO v_grain, v_at, v_lo, v_hi
       FROM _measure.window_plan(p_system, p_from, p_to,
-                                EXISTS (SELECT 1 FROM _measure.record_tier_type t WHERE t.type_code = p_type)) p;
+                                EXISTS (SELECT 1 FROM _measure.record_tier_type r JOIN _measure.entity_type t USING (entity)
+                                        WHERE t.type_code = p_type)) p;
     RETURN QUERY EXECUTE format($q$
         WITH u AS (
             SELECT t.entity_id, t.record_at, t.cpu, t.first_at, t.last_at, t.run_us, t.counters
@@ -317,3 +344,191 @@ LANGUAGE sql STABLE AS $$
       FROM u GROUP BY 1, 2
 $$;
 GRANT EXECUTE ON FUNCTION _measure.response_window(smallint, timestamptz, timestamptz) TO measure_writer;
+
+-- ---------------------------------------------------------------- DISCOPEN by file
+
+-- Per DISCOPEN counter record, measurement and UTC hour of the ranges [p_lo[i], p_hi[i]):
+-- the sums of its interval records with DRIVER-INPUT-CALLS + DRIVER-OUTPUT-CALLS > 0 (rows
+-- only where there are such records), best as in _measure.record_rows (over all records).
+CREATE OR REPLACE FUNCTION _measure.discopen_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[],
+                                                  p_measurement integer)
+RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
+               best boolean, file_name text, samples integer, counters bigint[])
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
+    v_in smallint := (SELECT d.position FROM _measure.counter_def d
+                       WHERE d.entity = 'discopen' AND d.counter = 'driver_input_calls');
+    v_out smallint := (SELECT d.position FROM _measure.counter_def d
+                        WHERE d.entity = 'discopen' AND d.counter = 'driver_output_calls');
+    v_sums text;
+BEGIN
+    IF p_lo IS NULL OR cardinality(p_lo) = 0 OR v_type IS NULL THEN
+        RETURN;
+    END IF;
+    v_sums := replace(_measure.record_sums_sql(v_type, 'ir.counters', true, '::bigint'), ')::bigint',
+                      ') FILTER (WHERE io)::bigint');
+    RETURN QUERY EXECUTE format($q$
+        WITH r AS (
+            SELECT ir.entity_id, ir.record_at, ir.measurement_id, ir.hour_at, sum(ir.delta_us) AS run,
+                   count(*) FILTER (WHERE io)::integer AS samples, %s AS counters
+              FROM (SELECT ir.*, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
+                           greatest(ir.counters[%s], 0) + greatest(ir.counters[%s], 0) > 0 AS io
+                      FROM unnest($2, $3) w (lo, hi)
+                      JOIN _measure.interval_record ir ON ir.from_at >= w.lo AND ir.from_at < w.hi
+                     WHERE ir.system_id = $1 AND ir.type_code = $5 AND ($4 IS NULL OR ir.measurement_id = $4)) ir
+             GROUP BY 1, 2, 3, 4),
+        m AS (
+            SELECT x.entity_id, x.hour_at, x.measurement_id,
+                   row_number() OVER (PARTITION BY x.entity_id, x.hour_at
+                                      ORDER BY x.run DESC, x.measurement_id) = 1 AS best
+              FROM (SELECT r.entity_id, r.hour_at, r.measurement_id, sum(r.run) AS run FROM r GROUP BY 1, 2, 3) x)
+        SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.best, e.ids->>'file_name', r.samples,
+               r.counters
+          FROM r JOIN m USING (entity_id, hour_at, measurement_id)
+          JOIN _measure.entity e ON e.entity_id = r.entity_id
+         WHERE r.samples > 0$q$, v_sums, v_in, v_out)
+    USING p_system, p_lo, p_hi, p_measurement, v_type;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.discopen_rows(smallint, timestamptz[], timestamptz[], integer) TO measure_writer;
+
+CREATE OR REPLACE FUNCTION _measure.hour_bits(p_hours timestamptz[], p_month timestamptz)
+RETURNS bit(744) LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(bit_or(set_bit(repeat('0', 744)::bit(744),
+                                   (extract(epoch FROM h - p_month) / 3600)::integer, 1)),
+                    repeat('0', 744)::bit(744))
+      FROM unnest(p_hours) h
+     WHERE h >= p_month AND h < (p_month AT TIME ZONE 'UTC' + INTERVAL '1 month') AT TIME ZONE 'UTC'
+$$;
+GRANT EXECUTE ON FUNCTION _measure.hour_bits(timestamptz[], timestamptz) TO measure_writer;
+
+-- The DISCOPEN file tier and open hours of the given UTC hours (one day at a time: a day of
+-- the reference node is 14 million DISCOPEN interval records; not of hours before
+-- _measure.raw_horizon()), then the day and month rows.
+CREATE OR REPLACE FUNCTION _measure.condense_discopen(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
+DECLARE
+    c_zero CONSTANT bit(744) := repeat('0', 744)::bit(744);
+    v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
+    v_sums text;
+    v_day timestamptz;
+    v_hours timestamptz[];
+    v_month timestamptz;
+    v_mask bit(744);
+    v_grain "char";
+    v_unit interval;
+    v_fresh timestamptz[];
+BEGIN
+    IF v_type IS NULL OR p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
+    v_sums := _measure.record_sums_sql(v_type, 'r.counters', false, '::bigint');
+    v_fresh := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= _measure.raw_horizon());
+    DELETE FROM _measure.discopen_file_tier f
+     WHERE f.system_id = p_system AND f.grain = 'h' AND f.bucket_at = ANY (v_fresh);
+    FOR v_day IN SELECT DISTINCT date_trunc('day', h, 'UTC') FROM unnest(v_fresh) h ORDER BY 1 LOOP
+        v_hours := ARRAY(SELECT h FROM unnest(v_fresh) h WHERE date_trunc('day', h, 'UTC') = v_day ORDER BY 1);
+        v_month := date_trunc('month', v_day, 'UTC');
+        v_mask := _measure.hour_bits(v_hours, v_month);
+        UPDATE _measure.discopen_open_hours o SET hours = o.hours & ~v_mask
+         WHERE o.system_id = p_system AND o.month_at = v_month AND (o.hours & v_mask) <> c_zero;
+        EXECUTE format($q$
+            WITH r AS MATERIALIZED (
+                SELECT * FROM _measure.discopen_rows($1, $2, ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest($2) h ORDER BY 1), NULL)),
+            rb AS (
+                SELECT r.*, r.measurement_id AS sel FROM r
+                UNION ALL
+                SELECT r.*, 0 FROM r WHERE r.best),
+            tier AS (
+                INSERT INTO _measure.discopen_file_tier (system_id, grain, bucket_at, file_name, measurement_id,
+                                                         samples, counters)
+                SELECT $1, 'h', r.hour_at, r.file_name, r.sel, sum(r.samples)::integer, %s
+                  FROM rb r GROUP BY r.hour_at, r.file_name, r.sel
+                RETURNING 1)
+            INSERT INTO _measure.discopen_open_hours AS o (system_id, month_at, entity_id, record_at, measurement_id,
+                                                           file_name, hours)
+            SELECT $1, $3, r.entity_id, r.record_at, r.sel, min(r.file_name),
+                   _measure.hour_bits(array_agg(r.hour_at), $3)
+              FROM rb r GROUP BY r.entity_id, r.record_at, r.sel
+            ON CONFLICT (system_id, month_at, entity_id, record_at, measurement_id)
+            DO UPDATE SET hours = o.hours | EXCLUDED.hours$q$, v_sums)
+        USING p_system, v_hours, v_month;
+        DELETE FROM _measure.discopen_open_hours o
+         WHERE o.system_id = p_system AND o.month_at = v_month AND o.hours = c_zero;
+    END LOOP;
+    FOREACH v_grain IN ARRAY ARRAY['d', 'm']::"char"[] LOOP
+        v_unit := CASE v_grain WHEN 'd' THEN INTERVAL '1 day' ELSE INTERVAL '1 month' END;
+        DELETE FROM _measure.discopen_file_tier f
+         WHERE f.system_id = p_system AND f.grain = v_grain
+           AND f.bucket_at IN (SELECT DISTINCT date_trunc(CASE v_grain WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC')
+                                 FROM unnest(p_hours) h);
+        EXECUTE format($q$
+            INSERT INTO _measure.discopen_file_tier (system_id, grain, bucket_at, file_name, measurement_id,
+                                                     samples, counters)
+            SELECT $1, $2, b.lo, r.file_name, r.measurement_id, sum(r.samples)::integer, %s
+              FROM (SELECT DISTINCT date_trunc(CASE $2 WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC') AS lo
+                      FROM unnest($3) h) b
+              JOIN _measure.discopen_file_tier r
+                ON r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
+               AND r.bucket_at >= b.lo AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC'
+             GROUP BY b.lo, r.file_name, r.measurement_id$q$, v_sums)
+        USING p_system, v_grain, p_hours, v_unit;
+    END LOOP;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_discopen(smallint, timestamptz[]) TO measure_writer;
+
+-- Per file name, the DISCOPEN interval records with input + output > 0 whose FROM-TIMESTAMP
+-- lies in [p_from, p_to) (of one measurement, or per entity-hour of the best one): the opens
+-- (counter records) that have one, and the sums of every counter over them.
+CREATE OR REPLACE FUNCTION _measure.discopen_window(p_system smallint, p_from timestamptz, p_to timestamptz,
+                                                    p_measurement integer)
+RETURNS TABLE (file_name text, open_count bigint, c numeric[])
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
+    v_grain "char"[];
+    v_at timestamptz[];
+    v_end timestamptz[];
+    v_lo timestamptz[];
+    v_hi timestamptz[];
+BEGIN
+    IF v_type IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(p.grain) FILTER (WHERE p.grain <> 'r'), array_agg(p.lo) FILTER (WHERE p.grain <> 'r'),
+           array_agg(p.hi) FILTER (WHERE p.grain <> 'r'),
+           array_agg(p.lo) FILTER (WHERE p.grain = 'r'), array_agg(p.hi) FILTER (WHERE p.grain = 'r')
+      INTO v_grain, v_at, v_end, v_lo, v_hi
+      FROM _measure.window_plan(p_system, p_from, p_to) p;
+    RETURN QUERY EXECUTE format($q$
+        WITH raw AS MATERIALIZED (
+            SELECT r.* FROM _measure.discopen_rows($1, $2, $3, $4) r WHERE $4 IS NOT NULL OR r.best),
+        pieces AS (SELECT * FROM unnest($5, $6, $7) p (grain, lo, hi)),
+        masks AS (
+            SELECT date_trunc('month', h, 'UTC') AS month_at,
+                   _measure.hour_bits(array_agg(h), date_trunc('month', h, 'UTC')) AS mask
+              FROM pieces CROSS JOIN LATERAL generate_series(pieces.lo, pieces.hi - INTERVAL '1 hour', INTERVAL '1 hour') h
+             GROUP BY 1),
+        opens AS (
+            SELECT o.file_name, o.entity_id, o.record_at
+              FROM masks k JOIN _measure.discopen_open_hours o
+                ON o.system_id = $1 AND o.month_at = k.month_at AND o.measurement_id = coalesce($4, 0)
+             WHERE (o.hours & k.mask) <> repeat('0', 744)::bit(744)
+            UNION
+            SELECT raw.file_name, raw.entity_id, raw.record_at FROM raw),
+        u AS (
+            SELECT f.file_name, f.counters
+              FROM pieces p JOIN _measure.discopen_file_tier f
+                ON f.system_id = $1 AND f.grain = p.grain AND f.bucket_at = p.lo AND f.measurement_id = coalesce($4, 0)
+            UNION ALL
+            SELECT raw.file_name, raw.counters FROM raw),
+        s AS (SELECT u.file_name, %s AS c FROM u GROUP BY u.file_name)
+        SELECT s.file_name, coalesce(n.opens, 0), s.c
+          FROM s LEFT JOIN (SELECT opens.file_name, count(*) AS opens FROM opens GROUP BY 1) n USING (file_name)$q$,
+        _measure.record_sums_sql(v_type, 'u.counters', false))
+    USING p_system, v_lo, v_hi, p_measurement, v_grain, v_at, v_end;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.discopen_window(smallint, timestamptz, timestamptz, integer) TO measure_writer;

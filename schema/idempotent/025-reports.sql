@@ -306,15 +306,18 @@ REVOKE ALL ON FUNCTION measure.report_file_summary(text, timestamptz, timestampt
 GRANT EXECUTE ON FUNCTION measure.report_file_summary(text, timestamptz, timestamptz, integer)
     TO measure_writer, measure_api, measure_reader;
 
+-- ENFORM's WHERE applies to each structured (interval) record: the sums are those of the
+-- interval records with DRIVER-INPUT-CALLS + DRIVER-OUTPUT-CALLS > 0, and COUNT is the opens
+-- (counter records) with at least one such record in the window (_measure.discopen_window).
 CREATE OR REPLACE FUNCTION measure.report_discopen_summary(p_system text, p_from timestamptz, p_to timestamptz,
                                                            p_measurement integer DEFAULT NULL)
 RETURNS TABLE (file_name text, open_count bigint, input_calls numeric, cache_hits numeric,
                output_calls numeric, block_splits numeric, stalls numeric)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT w.ids->>'file_name', count(*), sum(w.c[2]), sum(w.c[4]), sum(w.c[3]), sum(w.c[7]), sum(w.c[8])
-      FROM _measure.window_sums(measure.system_id_of(p_system), 'discopen', p_from, p_to, p_measurement) w
-     WHERE strpos(w.ids->>'file_name', '#') = 0 AND w.c[2] + w.c[3] > 0
-     GROUP BY 1 ORDER BY 1
+    SELECT w.file_name, w.open_count, w.c[2], w.c[4], w.c[3], w.c[7], w.c[8]
+      FROM _measure.discopen_window(measure.system_id_of(p_system), p_from, p_to, p_measurement) w
+     WHERE strpos(w.file_name, '#') = 0 AND w.open_count > 0
+     ORDER BY 1
 $$;
 REVOKE ALL ON FUNCTION measure.report_discopen_summary(text, timestamptz, timestamptz, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.report_discopen_summary(text, timestamptz, timestamptz, integer)

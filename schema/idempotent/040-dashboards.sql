@@ -433,12 +433,18 @@ BEGIN
     IF v_lo IS NULL THEN
         RETURN;
     END IF;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_rule (entity text, item text, operator text, limit_value numeric)
-        ON COMMIT DROP;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_val (entity text, subject text, hour_at timestamptz, item text,
-                                              value numeric, broken boolean) ON COMMIT DROP;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_hour (shift_day date, shift_no smallint, start_at timestamptz,
-                                               end_at timestamptz, hour_at timestamptz) ON COMMIT DROP;
+    IF to_regclass('pg_temp._thr_rule') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_rule (entity text, item text, operator text, limit_value numeric)
+            ON COMMIT DROP;
+    END IF;
+    IF to_regclass('pg_temp._thr_val') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_val (entity text, subject text, hour_at timestamptz, item text,
+                                    value numeric, broken boolean) ON COMMIT DROP;
+    END IF;
+    IF to_regclass('pg_temp._thr_hour') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_hour (shift_day date, shift_no smallint, start_at timestamptz,
+                                     end_at timestamptz, hour_at timestamptz) ON COMMIT DROP;
+    END IF;
     TRUNCATE _thr_rule, _thr_val, _thr_hour;
     INSERT INTO _thr_rule
     SELECT t.entity, t.item, t.operator, t.limit_value FROM measure.threshold t
@@ -541,8 +547,10 @@ BEGIN
             UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.process_hour WHERE system_id = p_system
             UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.userdef_hour WHERE system_id = p_system
             UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.tmf_hour WHERE system_id = p_system) x;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_shift (shift_day date, shift_no smallint, start_at timestamptz,
-                                                end_at timestamptz) ON COMMIT DROP;
+    IF to_regclass('pg_temp._thr_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_shift (shift_day date, shift_no smallint, start_at timestamptz,
+                                      end_at timestamptz) ON COMMIT DROP;
+    END IF;
     BEGIN
         -- whatever was stored for the system (or those entity types), also outside the hours now measured
         DELETE FROM _measure.hour_breach
@@ -591,8 +599,10 @@ BEGIN
         PERFORM _measure.threshold_rebuild(p_system);
         RETURN;
     END IF;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_shift (shift_day date, shift_no smallint, start_at timestamptz,
-                                                end_at timestamptz) ON COMMIT DROP;
+    IF to_regclass('pg_temp._thr_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_shift (shift_day date, shift_no smallint, start_at timestamptz,
+                                      end_at timestamptz) ON COMMIT DROP;
+    END IF;
     TRUNCATE _thr_shift;
     INSERT INTO _thr_shift
     SELECT s.* FROM _measure.shifts_between(p_system, (SELECT min(h) FROM unnest(p_hours) h),
@@ -623,7 +633,9 @@ BEGIN
         DELETE FROM _measure.threshold_line;
         RETURN NULL;
     END IF;
-    CREATE TEMP TABLE IF NOT EXISTS _thr_changed (system_id smallint, entity text) ON COMMIT DROP;
+    IF to_regclass('pg_temp._thr_changed') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _thr_changed (system_id smallint, entity text) ON COMMIT DROP;
+    END IF;
     TRUNCATE _thr_changed;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
         INSERT INTO _thr_changed SELECT n.system_id, n.entity FROM thr_new n;
@@ -909,7 +921,9 @@ BEGIN
            max(position) FILTER (WHERE counter = 'response_time')
       INTO c_req, c_reads, c_writes, c_trans, c_in, c_out, c_resp
       FROM _measure.counter_def WHERE entity = 'terminal';
-    CREATE TEMP TABLE IF NOT EXISTS _term_hour (LIKE _measure.terminal_hour) ON COMMIT DROP;
+    IF to_regclass('pg_temp._term_hour') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _term_hour (LIKE _measure.terminal_hour) ON COMMIT DROP;
+    END IF;
     TRUNCATE _term_hour;
     -- one measurement per terminal and hour: the most measured time, ties the lower id
     INSERT INTO _term_hour (system_id, hour_at, entity_id, measurement_id, samples, elapsed_us, requests, reads,
@@ -949,8 +963,10 @@ DECLARE
     v_months date[];
     v_nos smallint[];
 BEGIN
-    CREATE TEMP TABLE IF NOT EXISTS _term_shift (shift_day date, shift_no smallint, start_at timestamptz,
-                                                 end_at timestamptz) ON COMMIT DROP;
+    IF to_regclass('pg_temp._term_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _term_shift (shift_day date, shift_no smallint, start_at timestamptz,
+                                       end_at timestamptz) ON COMMIT DROP;
+    END IF;
     TRUNCATE _term_shift;
     INSERT INTO _term_shift
     SELECT s.* FROM _measure.shifts_between(p_system, (SELECT min(h) FROM unnest(p_hours) h),

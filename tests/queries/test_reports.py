@@ -154,6 +154,7 @@ def test_discopen_summary_counts_opens_and_sums_their_driver_calls(db, conn) -> 
     discopen(acct, (0, 10), 1, t(11, 7), 60, driver_input_calls=1000)
     # measured by the other measurement only
     discopen("$DATA1.ET1.BRANCH", (1, 11), 2, t(10, 7), 60, meas="B", driver_input_calls=3)
+    db.note_and_condense(t(10, 7), t(11, 7))             # as the collector does after every slice
 
     rows = reports.run_report(conn, "discopen-summary", system=data.SYSTEM, **WINDOW)
     # file, COUNT, TOTAL INPUT, CACHE HITS, TOTAL WRITES, TOTAL BLOCK SPLITS, TOTAL STALLS

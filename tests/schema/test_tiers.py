@@ -118,6 +118,33 @@ def test_retention_refuses_until_tiers_are_complete(db, conn) -> None:
     assert rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day") == before
 
 
+def test_recondensing_after_retention_keeps_the_tiers_of_purged_hours(db, conn) -> None:
+    # the hour and record tiers of hours whose interval records are gone are kept as condensed:
+    # recondensing them (after a shift edit, say) recomputes only what lies above them
+    window = (data.SYSTEM, data.t(10, 0), data.t(11, 0))
+
+    def state():
+        return {"hours": rows(conn, "SELECT * FROM measure.cpu_hour ORDER BY cpu, hour_at"),
+                "process_hours": rows(conn, "SELECT * FROM measure.process_hour ORDER BY entity_id, hour_at"),
+                "summary": rows(conn, "SELECT * FROM measure.report_process_summary(%s, %s, %s)", *window),
+                "files": rows(conn, "SELECT * FROM measure.report_file_summary(%s, %s, %s)", *window),
+                "resource": rows(conn, "SELECT * FROM measure.report_transaction_resource(%s, %s, %s)", *window)}
+
+    before = state()
+    assert before["summary"] and before["files"] and before["hours"]
+    conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (data.t(30, 0),))
+    assert conn.execute("SELECT purged_before FROM _measure.raw_horizon").fetchone() == (data.t(25, 0),)
+    assert conn.execute("SELECT count(*) FROM _measure.interval_record").fetchone() == (0,)
+    conn.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
+    assert state() == before                                 # noted, not condensed: the tiers still answer
+    conn.execute("SELECT _measure.recondense(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
+    assert state() == before
+    # an hour after the cut-off is recomputed from its records as before
+    db.cpu("A", 1, data.t(26, 9), 60, busy=5)
+    db.note_and_condense(data.t(26, 9), data.t(26, 9))
+    assert rows(conn, "SELECT cpu, busy_avg FROM measure.cpu_hour WHERE hour_at = %s", data.t(26, 9)) == [(1, 5)]
+
+
 def test_reader_reads_views_and_reports_and_nothing_else(db, conn) -> None:
     conn.execute("SET ROLE measure_reader")
     for view in ("cpu_hour", "cpu_shift", "cpu_month", "cpu_year", "disc_hour", "disc_shift",
