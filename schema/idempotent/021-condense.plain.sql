@@ -37,6 +37,7 @@ DECLARE
     v_sys smallint;
     v_hours timestamptz[];
     v_fresh timestamptz[];
+    v_ent text;
     v_total integer := 0;
 BEGIN
     FOR v_sys IN SELECT DISTINCT system_id FROM _measure.tier_dirty
@@ -47,18 +48,13 @@ BEGIN
         CONTINUE WHEN v_hours IS NULL;
         -- hour tiers from interval records only where retention kept them (_measure.raw_horizon)
         v_fresh := ARRAY(SELECT h FROM unnest(v_hours) h WHERE h >= _measure.raw_horizon());
-        DELETE FROM _measure.cpu_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.cpu_hour SELECT * FROM _measure.cpu_hour_rows(v_sys, v_fresh);
-        DELETE FROM _measure.disc_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.disc_hour SELECT * FROM _measure.disc_hour_rows(v_sys, v_fresh);
-        DELETE FROM _measure.line_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.line_hour SELECT * FROM _measure.line_hour_rows(v_sys, v_fresh);
-        DELETE FROM _measure.process_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.process_hour SELECT * FROM _measure.process_hour_rows(v_sys, v_fresh);
-        DELETE FROM _measure.userdef_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.userdef_hour SELECT * FROM _measure.userdef_hour_rows(v_sys, v_fresh);
-        DELETE FROM _measure.tmf_hour WHERE system_id = v_sys AND hour_at = ANY (v_fresh);
-        INSERT INTO _measure.tmf_hour SELECT * FROM _measure.tmf_hour_rows(v_sys, v_fresh);
+        FOR v_ent IN SELECT DISTINCT entity FROM _measure.hour_tier_column ORDER BY 1 LOOP
+            EXECUTE format('DELETE FROM _measure.%I WHERE system_id = $1 AND hour_at = ANY ($2)', v_ent || '_hour')
+            USING v_sys, v_fresh;
+            EXECUTE format('INSERT INTO _measure.%I SELECT * FROM _measure.%I($1, $2)', v_ent || '_hour',
+                           v_ent || '_hour_rows')
+            USING v_sys, v_fresh;
+        END LOOP;
         PERFORM _measure.condense_upper(v_sys, v_hours);
         DELETE FROM _measure.tier_dirty WHERE system_id = v_sys AND hour_at = ANY (v_hours);
         v_total := v_total + cardinality(v_hours);

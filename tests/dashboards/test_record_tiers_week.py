@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.dashboards import simulated
+from tests.record_tiers import report_rows
 
 SYS = simulated.SYSTEM
 WEEK = (simulated.START, simulated.START + timedelta(days=simulated.DAYS))
@@ -56,18 +57,6 @@ def calls(reader) -> list[tuple[str, str, dict]]:
     out.append(("report_transaction_resource process=$ET1%",
                 "measure.report_transaction_resource(%(s)s, %(f)s, %(t)s, '$ET1%%')", {}))
     return out
-
-
-def report_rows(conn, call: str, params: dict, tiers: bool) -> list[str]:
-    """The rows as text (exact, numeric scale included), sorted."""
-    sql = f"SELECT r::text FROM {call} r ORDER BY 1"
-    if tiers:
-        return [r for (r,) in conn.execute(sql, params)]
-    conn.execute("SET measuredb.record_tiers = off")
-    try:
-        return [r for (r,) in conn.execute(sql, params)]
-    finally:
-        conn.execute("RESET measuredb.record_tiers")
 
 
 def test_the_week_is_condensed_and_read_from_day_tiers(dash_db) -> None:

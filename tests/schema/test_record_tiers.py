@@ -38,6 +38,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.record_tiers import report_rows
+
 _spec = importlib.util.spec_from_file_location(
     "test_tiers_data", Path(__file__).parent / "test_tiers_data.py")
 data = importlib.util.module_from_spec(_spec)
@@ -268,18 +270,6 @@ def calls(w: World) -> list[tuple[str, str, dict]]:
     out.append(("report_transaction_resource process=$S%",
                 "measure.report_transaction_resource(%(s)s, %(f)s, %(t)s, '$S%%')", {}))
     return out
-
-
-def report_rows(conn, call: str, params: dict, tiers: bool) -> list[str]:
-    """The rows as text (exact: numeric scale and all), sorted."""
-    sql = f"SELECT r::text FROM {call} r ORDER BY 1"
-    if tiers:
-        return [r for (r,) in conn.execute(sql, params)]
-    conn.execute("SET measuredb.record_tiers = off")
-    try:
-        return [r for (r,) in conn.execute(sql, params)]
-    finally:
-        conn.execute("RESET measuredb.record_tiers")
 
 
 def differences(w: World, windows, system: str = SYSTEM) -> tuple[list[tuple], dict]:
