@@ -52,8 +52,10 @@ BEGIN
                    min(ir.cpu) AS cpu, min(ir.from_at) AS first_at, max(ir.to_at) AS last_at,
                    count(*)::integer AS samples, sum(ir.delta_us)::bigint AS run_us, %s AS counters
               FROM unnest($3, $4) w (lo, hi)
-              JOIN _measure.interval_record ir ON ir.from_at >= w.lo AND ir.from_at < w.hi
-             WHERE ir.system_id = $1 AND ir.type_code = $2 AND ($5 IS NULL OR ir.measurement_id = $5)
+             CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.interval_record ir
+                    WHERE ir.system_id = $1 AND ir.type_code = $2 AND ir.from_at >= w.lo AND ir.from_at < w.hi
+                      AND ($5 IS NULL OR ir.measurement_id = $5)) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
             SELECT x.entity_id, x.hour_at, x.measurement_id,
@@ -86,27 +88,39 @@ GRANT SELECT ON _measure.response_source TO measure_writer;
 CREATE OR REPLACE FUNCTION _measure.response_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[])
 RETURNS TABLE (type_code smallint, hour_at timestamptz, bin integer, records bigint, transactions bigint,
                response_us bigint, mean_max_us numeric)
-LANGUAGE sql STABLE SET work_mem = '256MB' AS $$
-    WITH x AS MATERIALIZED (
-        SELECT s.type_code, ir.entity_id, ir.measurement_id,
-               date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-               ir.delta_us, ir.counters[s.tpos] AS n, greatest(ir.counters[s.rpos], 0) AS r
-          FROM _measure.response_source s
-         CROSS JOIN unnest(p_lo, p_hi) w (lo, hi)
-          JOIN _measure.interval_record ir
-            ON ir.system_id = p_system AND ir.type_code = s.type_code
-           AND ir.from_at >= w.lo AND ir.from_at < w.hi),
-    best AS (
-        SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
-          FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
-                  FROM x GROUP BY 1, 2, 3) a
-         ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id)
-    SELECT x.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
-           sum(x.r)::bigint, max(x.r::numeric / x.n)
-      FROM x JOIN best USING (entity_id, hour_at, measurement_id)
-     WHERE x.n > 0
-     GROUP BY 1, 2, 3
-$$;
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+DECLARE
+    s record;
+BEGIN
+    IF p_lo IS NULL OR cardinality(p_lo) = 0 THEN
+        RETURN;
+    END IF;
+    -- one source at a time, its type and positions constants of the query: the planner reads
+    -- each range from the (system_id, type_code, from_at) index
+    FOR s IN SELECT * FROM _measure.response_source ORDER BY ord LOOP
+        RETURN QUERY
+        WITH x AS MATERIALIZED (
+            SELECT ir.entity_id, ir.measurement_id,
+                   date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
+                   ir.delta_us, ir.counters[s.tpos] AS n, greatest(ir.counters[s.rpos], 0) AS r
+              FROM unnest(p_lo, p_hi) w (lo, hi)
+             CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.interval_record i
+                    WHERE i.system_id = p_system AND i.type_code = s.type_code
+                      AND i.from_at >= w.lo AND i.from_at < w.hi) ir),
+        best AS (
+            SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
+              FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
+                      FROM x GROUP BY 1, 2, 3) a
+             ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id)
+        SELECT s.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
+               sum(x.r)::bigint, max(x.r::numeric / x.n)
+          FROM x JOIN best USING (entity_id, hour_at, measurement_id)
+         WHERE x.n > 0
+         GROUP BY 2, 3;
+    END LOOP;
+END
+$fn$;
 GRANT EXECUTE ON FUNCTION _measure.response_rows(smallint, timestamptz[], timestamptz[]) TO measure_writer;
 
 -- The day ('d') or month ('m') rows of the given UTC buckets from the rows below them
@@ -130,9 +144,10 @@ BEGIN
           FROM (SELECT x AS lo, ((x AT TIME ZONE 'UTC') + INTERVAL '1 %s') AT TIME ZONE 'UTC' AS hi
                   FROM unnest($4) x) b
          CROSS JOIN (VALUES (true), (false)) g (best_of)
-          JOIN _measure.record_tier t
-            ON t.system_id = $1 AND t.type_code = $2 AND t.grain = %L
-           AND t.bucket_at >= b.lo AND t.bucket_at < b.hi
+         CROSS JOIN LATERAL (
+               SELECT * FROM _measure.record_tier t
+                WHERE t.system_id = $1 AND t.type_code = $2 AND t.grain = %L
+                  AND t.bucket_at >= b.lo AND t.bucket_at < b.hi) t
          WHERE CASE WHEN g.best_of THEN (CASE WHEN %L = 'h' THEN t.best ELSE t.measurement_id = 0 END)
                     ELSE t.measurement_id <> 0 END
          GROUP BY b.lo, t.entity_id, t.record_at, 7, g.best_of$q$, v_sums, v_unit, v_src, v_src)
@@ -154,8 +169,9 @@ BEGIN
     SELECT p_system, h.type_code, p_grain, b.lo, h.bin, sum(h.records), sum(h.transactions), sum(h.response_us),
            max(h.mean_max_us)
       FROM (SELECT x AS lo, ((x AT TIME ZONE 'UTC') + v_unit) AT TIME ZONE 'UTC' AS hi FROM unnest(p_buckets) x) b
-      JOIN _measure.response_hist h
-        ON h.system_id = p_system AND h.grain = v_src AND h.bucket_at >= b.lo AND h.bucket_at < b.hi
+     CROSS JOIN LATERAL (
+           SELECT * FROM _measure.response_hist h
+            WHERE h.system_id = p_system AND h.grain = v_src AND h.bucket_at >= b.lo AND h.bucket_at < b.hi) h
      GROUP BY h.type_code, b.lo, h.bin;
 END
 $fn$;
@@ -308,9 +324,10 @@ BEGIN
         WITH u AS (
             SELECT t.entity_id, t.record_at, t.cpu, t.first_at, t.last_at, t.run_us, t.counters
               FROM unnest($6, $7) p (grain, bucket_at)
-              JOIN _measure.record_tier t
-                ON t.system_id = $1 AND t.type_code = $2 AND t.grain = p.grain AND t.bucket_at = p.bucket_at
-             WHERE CASE WHEN $5 IS NULL THEN t.best ELSE t.measurement_id = $5 END
+             CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.record_tier t
+                    WHERE t.system_id = $1 AND t.type_code = $2 AND t.grain = p.grain AND t.bucket_at = p.bucket_at
+                      AND CASE WHEN $5 IS NULL THEN t.best ELSE t.measurement_id = $5 END) t
             UNION ALL
             SELECT r.entity_id, r.record_at, r.cpu, r.first_at, r.last_at, r.run_us, r.counters
               FROM _measure.record_rows($1, $2, $3, $4, $5) r
@@ -333,8 +350,9 @@ LANGUAGE sql STABLE AS $$
     WITH p AS MATERIALIZED (SELECT * FROM _measure.window_plan(p_system, p_from, p_to)),
     u AS (
         SELECT h.type_code, h.bin, h.records, h.transactions, h.response_us, h.mean_max_us
-          FROM p JOIN _measure.response_hist h
-            ON h.system_id = p_system AND h.grain = p.grain AND h.bucket_at = p.lo
+          FROM p CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.response_hist h
+                    WHERE h.system_id = p_system AND h.grain = p.grain AND h.bucket_at = p.lo) h
          WHERE p.grain <> 'r'
         UNION ALL
         SELECT r.type_code, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
@@ -375,8 +393,10 @@ BEGIN
               FROM (SELECT ir.*, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
                            greatest(ir.counters[%s], 0) + greatest(ir.counters[%s], 0) > 0 AS io
                       FROM unnest($2, $3) w (lo, hi)
-                      JOIN _measure.interval_record ir ON ir.from_at >= w.lo AND ir.from_at < w.hi
-                     WHERE ir.system_id = $1 AND ir.type_code = $5 AND ($4 IS NULL OR ir.measurement_id = $4)) ir
+                     CROSS JOIN LATERAL (
+                           SELECT * FROM _measure.interval_record ir
+                            WHERE ir.system_id = $1 AND ir.type_code = $5 AND ir.from_at >= w.lo
+                              AND ir.from_at < w.hi AND ($4 IS NULL OR ir.measurement_id = $4)) ir) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
             SELECT x.entity_id, x.hour_at, x.measurement_id,
@@ -469,9 +489,11 @@ BEGIN
             SELECT $1, $2, b.lo, r.file_name, r.measurement_id, sum(r.samples)::integer, %s
               FROM (SELECT DISTINCT date_trunc(CASE $2 WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC') AS lo
                       FROM unnest($3) h) b
-              JOIN _measure.discopen_file_tier r
-                ON r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
-               AND r.bucket_at >= b.lo AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC'
+             CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.discopen_file_tier r
+                    WHERE r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
+                      AND r.bucket_at >= b.lo
+                      AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC') r
              GROUP BY b.lo, r.file_name, r.measurement_id$q$, v_sums)
         USING p_system, v_grain, p_hours, v_unit;
     END LOOP;
@@ -513,15 +535,18 @@ BEGIN
              GROUP BY 1),
         opens AS (
             SELECT o.file_name, o.entity_id, o.record_at
-              FROM masks k JOIN _measure.discopen_open_hours o
-                ON o.system_id = $1 AND o.month_at = k.month_at AND o.measurement_id = coalesce($4, 0)
-             WHERE (o.hours & k.mask) <> repeat('0', 744)::bit(744)
+              FROM masks k CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.discopen_open_hours o
+                    WHERE o.system_id = $1 AND o.month_at = k.month_at AND o.measurement_id = coalesce($4, 0)
+                      AND (o.hours & k.mask) <> repeat('0', 744)::bit(744)) o
             UNION
             SELECT raw.file_name, raw.entity_id, raw.record_at FROM raw),
         u AS (
             SELECT f.file_name, f.counters
-              FROM pieces p JOIN _measure.discopen_file_tier f
-                ON f.system_id = $1 AND f.grain = p.grain AND f.bucket_at = p.lo AND f.measurement_id = coalesce($4, 0)
+              FROM pieces p CROSS JOIN LATERAL (
+                   SELECT * FROM _measure.discopen_file_tier f
+                    WHERE f.system_id = $1 AND f.grain = p.grain AND f.bucket_at = p.lo
+                      AND f.measurement_id = coalesce($4, 0)) f
             UNION ALL
             SELECT raw.file_name, raw.counters FROM raw),
         s AS (SELECT u.file_name, %s AS c FROM u GROUP BY u.file_name)
