@@ -499,7 +499,9 @@ def process_dashboard() -> dict[str, Any]:
         ("pqlen_avg", "$RECEIVE queue length", "short", "PQLEN: RECV-QTIME / DELTA-TIME (Figure 7)."),
         ("vsem_avg", "VSEMs per second", "short", "VSEM: VSEMS per second (Figure 7)."),
     ]
-    win = " Over the interval records whose FROM-TIMESTAMP lies in the time range."
+    win = (" Over the interval records whose FROM-TIMESTAMP lies in the time range: whole UTC months, days and"
+           " hours from the record tiers kept when hours are condensed (so ranges older than the ~35 days of"
+           " interval records work too), partial hours at the edges from the interval records.")
 
     def report(title: str, desc: str, unit: str, sql: str, ovr: list) -> Any:
         return lambda lay: table(lay, title, desc + win, unit, sql, overrides=ovr)
@@ -632,7 +634,9 @@ SELECT r.component, r.cpu_ms_per_transaction, r.cpu_seconds, r.transactions,
               "ATM article Table 4/5: CPU milliseconds per transaction by component (system overhead, "
               "TMF/disc, line handlers, TCP, HLS, servers, other; _measure.component_map), with "
               "transactions, transactions per second per CPU, CPU utilisation and average response "
-              "(measure.report_transaction_resource) over the time range.", "ms", sql + "\n ORDER BY 1",
+              "(measure.report_transaction_resource) over the time range: whole UTC months, days and hours "
+              "from the record tiers kept when hours are condensed, partial hours at the edges from the "
+              "interval records.", "ms", sql + "\n ORDER BY 1",
               overrides=[unit_override("cpu_seconds", "s"), unit_override("transactions", "none", 0),
                          unit_override("transactions_per_second_per_cpu", "short", 2),
                          unit_override("cpu_utilization_percent", "percent"),
