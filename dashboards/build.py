@@ -97,6 +97,9 @@ SHIFT_VAR = var_query(
     description="Shifts in force for the system (measure.shift); hours, shifts and months outside them are left out.")
 SHIFTS = "ARRAY[$shift]::integer[]"
 RANGE = "'$system', $__timeFrom(), $__timeTo()"
+# The report panels read whole UTC hours (the record tiers hold hours, days and months; a
+# partial hour would come from interval records): the range widened to the hours it touches.
+HOURS = "'$system', measure.hour_start($__timeFrom()), measure.hour_end($__timeTo())"
 
 
 def target(sql: str, fmt: str = "time_series", ref: str = "A") -> dict[str, Any]:
@@ -499,9 +502,9 @@ def process_dashboard() -> dict[str, Any]:
         ("pqlen_avg", "$RECEIVE queue length", "short", "PQLEN: RECV-QTIME / DELTA-TIME (Figure 7)."),
         ("vsem_avg", "VSEMs per second", "short", "VSEM: VSEMS per second (Figure 7)."),
     ]
-    win = (" Over the interval records whose FROM-TIMESTAMP lies in the time range: whole UTC months, days and"
-           " hours from the record tiers kept when hours are condensed (so ranges older than the ~35 days of"
-           " interval records work too), partial hours at the edges from the interval records.")
+    win = (" Over the interval records whose FROM-TIMESTAMP lies in the time range widened to whole UTC hours,"
+           " from the record tiers kept when hours are condensed (months, days and hours; so ranges older"
+           " than the ~35 days of interval records work too).")
 
     def report(title: str, desc: str, unit: str, sql: str, ovr: list) -> Any:
         return lambda lay: table(lay, title, desc + win, unit, sql, overrides=ovr)
@@ -512,7 +515,7 @@ def process_dashboard() -> dict[str, Any]:
                "busiest first (measure.report_busy_process).", "s", f"""
 SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.run_seconds, r.cpu_seconds,
        r.cpu_utilization_ratio, r.io_per_second, r.priority
-  FROM measure.report_busy_process({RANGE}, $min_cpu_seconds, $max_priority) r""",
+  FROM measure.report_busy_process({HOURS}, $min_cpu_seconds, $max_priority) r""",
                [unit_override("cpu_utilization_ratio", "percentunit"), unit_override("io_per_second", "short"),
                 unit_override("cpu", "none", 0), unit_override("pin", "none", 0),
                 unit_override("priority", "none", 0)]),
@@ -521,7 +524,7 @@ SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.run_seconds, r.cpu_s
                "I/O per transaction and CPU seconds per I/O (measure.report_process_activity).", "s", f"""
 SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.cpu_seconds_per_trans, r.io_per_trans,
        r.cpu_seconds_per_io
-  FROM measure.report_process_activity({RANGE}) r""",
+  FROM measure.report_process_activity({HOURS}) r""",
                [unit_override("io_per_trans", "short", 2), unit_override("cpu", "none", 0),
                 unit_override("pin", "none", 0), unit_override("cpu_seconds_per_trans", "s", 4),
                 unit_override("cpu_seconds_per_io", "s", 4)]),
@@ -529,18 +532,18 @@ SELECT r.program_file_name, r.process_name, r.cpu, r.pin, r.cpu_seconds_per_tran
                "Per program file: processes started, CPU seconds, messages received and sent "
                "(measure.report_process_summary).", "short", f"""
 SELECT r.program_file_name, r.process_count, r.cpu_seconds, r.messages_received, r.messages_sent
-  FROM measure.report_process_summary({RANGE}) r""",
+  FROM measure.report_process_summary({HOURS}) r""",
                [unit_override("cpu_seconds", "s"), unit_override("process_count", "none", 0)]),
         report("File summary (Figure 6)",
                "Disc FILE opens (DEVICE-TYPE 3, names without #) by file: opens, reads, writes, updates, "
                "deletes, info calls (measure.report_file_summary).", "short", f"""
 SELECT r.file_name, r.open_count, r.reads, r.writes, r.updates, r.deletes, r.info_calls
-  FROM measure.report_file_summary({RANGE}) r""", [unit_override("open_count", "none", 0)]),
+  FROM measure.report_file_summary({HOURS}) r""", [unit_override("open_count", "none", 0)]),
         report("DISCOPEN summary (Figure 7)",
                "Physical disc opens by file: opens, driver input calls, cache hits, writes, block splits, "
                "stalls (measure.report_discopen_summary).", "short", f"""
 SELECT r.file_name, r.open_count, r.input_calls, r.cache_hits, r.output_calls, r.block_splits, r.stalls
-  FROM measure.report_discopen_summary({RANGE}) r""", [unit_override("open_count", "none", 0)]),
+  FROM measure.report_discopen_summary({HOURS}) r""", [unit_override("open_count", "none", 0)]),
     ]
     return series_dashboard("processes", "MEASURE processes",
                             "PROCESS entity: busy, $RECEIVE queue and VSEMs per process, and the reports of "
@@ -628,15 +631,14 @@ def transaction_resource_dashboard() -> dict[str, Any]:
     sql = f"""
 SELECT r.component, r.cpu_ms_per_transaction, r.cpu_seconds, r.transactions,
        r.transactions_per_second_per_cpu, r.cpu_utilization_percent, r.response_seconds_avg
-  FROM measure.report_transaction_resource({RANGE}, nullif('$txprocess', '')) r"""
+  FROM measure.report_transaction_resource({HOURS}, nullif('$txprocess', '')) r"""
     panels = [
         table(lay, "Transaction resource (Table 4)",
               "ATM article Table 4/5: CPU milliseconds per transaction by component (system overhead, "
               "TMF/disc, line handlers, TCP, HLS, servers, other; _measure.component_map), with "
               "transactions, transactions per second per CPU, CPU utilisation and average response "
-              "(measure.report_transaction_resource) over the time range: whole UTC months, days and hours "
-              "from the record tiers kept when hours are condensed, partial hours at the edges from the "
-              "interval records.", "ms", sql + "\n ORDER BY 1",
+              "(measure.report_transaction_resource) over the time range widened to whole UTC hours, from "
+              "the record tiers kept when hours are condensed.", "ms", sql + "\n ORDER BY 1",
               overrides=[unit_override("cpu_seconds", "s"), unit_override("transactions", "none", 0),
                          unit_override("transactions_per_second_per_cpu", "short", 2),
                          unit_override("cpu_utilization_percent", "percent"),

@@ -211,10 +211,12 @@ LANGUAGE sql STABLE AS $$
     -- without p_measurement, per entity and hour the measurement with the most measured time
     -- (the hour tiers' rule: two measurements of one entity never count it twice). From the
     -- record tiers and interval records (_measure.record_window, 024-record-tiers.sql).
+    -- (the identifying fields looked up per record: a filter of the caller on ids, estimated
+    -- at one entity, made the planner rescan the window sums once per matching entity)
     SELECT w.entity_id, w.record_at, e.ids, w.cpu, w.first_at, w.last_at, w.run_us, w.c
       FROM _measure.record_window(p_system, (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = p_type),
                                   p_from, p_to, p_measurement) w
-      JOIN _measure.entity e ON e.entity_id = w.entity_id
+     CROSS JOIN LATERAL (SELECT e.ids FROM _measure.entity e WHERE e.entity_id = w.entity_id) e
 $$;
 GRANT EXECUTE ON FUNCTION _measure.window_sums(smallint, text, timestamptz, timestamptz, integer) TO measure_writer;
 

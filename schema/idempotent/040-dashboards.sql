@@ -6,6 +6,13 @@
 --   measure.dashboard_tier(from, to)  which tier fits a time range: 'hour' up to 7 days
 --                                     (+1 h of slack), 'shift' up to 92 days, else 'month'
 --   measure.local_day(system, at)     the system's local date of an instant
+--   measure.hour_start(at) / measure.hour_end(at)
+--                                     the UTC hour an instant is in, and the end of that hour
+--                                     (at itself when it is a whole hour): the report panels
+--                                     widen the time range to whole hours, which the record
+--                                     tiers hold (090-record-tiers.sql); a partial hour would be
+--                                     read from interval records (an hour of every DISCOPEN of
+--                                     the reference node is 600,000 of them)
 --   measure.<entity>_series(system, from, to, shifts, items)
 --                                     one time series shape for every tier: bucket_at
 --                                     (hour start, shift start, or month start in the
@@ -62,6 +69,17 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 GRANT EXECUTE ON FUNCTION measure.dashboard_tier(timestamptz, timestamptz)
     TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.hour_start(p_at timestamptz)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN date_bin(INTERVAL '1 hour', p_at, TIMESTAMPTZ '2000-01-01 00:00:00+00');
+GRANT EXECUTE ON FUNCTION measure.hour_start(timestamptz) TO measure_writer, measure_api, measure_reader;
+
+CREATE OR REPLACE FUNCTION measure.hour_end(p_at timestamptz)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN date_bin(INTERVAL '1 hour', p_at + INTERVAL '1 hour' - INTERVAL '1 microsecond',
+                TIMESTAMPTZ '2000-01-01 00:00:00+00');
+GRANT EXECUTE ON FUNCTION measure.hour_end(timestamptz) TO measure_writer, measure_api, measure_reader;
 
 CREATE OR REPLACE FUNCTION measure.local_day(p_system text, p_at timestamptz)
 RETURNS date LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

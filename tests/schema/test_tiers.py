@@ -139,6 +139,10 @@ def test_recondensing_after_retention_keeps_the_tiers_of_purged_hours(db, conn) 
     assert state() == before                                 # noted, not condensed: the tiers still answer
     conn.execute("SELECT _measure.recondense(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
     assert state() == before
+    # a window's partial first hour before the cut-off counts whole (its records are gone)
+    late_start = rows(conn, "SELECT * FROM measure.report_process_summary(%s, %s, %s)",
+                      data.SYSTEM, data.t(10, 7, 20), data.t(11, 0))
+    assert late_start == before["summary"]
     # an hour after the cut-off is recomputed from its records as before
     db.cpu("A", 1, data.t(26, 9), 60, busy=5)
     db.note_and_condense(data.t(26, 9), data.t(26, 9))
