@@ -1,6 +1,10 @@
 -- 024-record-tiers: per-record sums by UTC hour, day and month, and the histogram of
 -- interval response times (tables: schema/090-record-tiers.sql, which says why).
 --
+-- Every range read is a LATERAL subquery with OFFSET 0: a parameterised index probe per
+-- range. Flattened into a join, with the ranges' selectivity unknown, the planner chose to
+-- read all of interval_record once per call (minutes for a year of records).
+--
 -- Kept by _measure.condense_records (called by _measure.condense_upper for the hours it
 -- condenses), read by _measure.record_window and _measure.response_window, which cut a
 -- window with _measure.window_plan. `SET measuredb.record_tiers = off` makes every window
@@ -41,7 +45,7 @@ CREATE OR REPLACE FUNCTION _measure.record_rows(p_system smallint, p_type smalli
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
                best boolean, cpu smallint, first_at timestamptz, last_at timestamptz, samples integer,
                run_us bigint, counters bigint[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
 BEGIN
     IF p_lo IS NULL OR cardinality(p_lo) = 0 THEN
         RETURN;
@@ -56,7 +60,8 @@ BEGIN
              CROSS JOIN LATERAL (
                    SELECT * FROM _measure.interval_record ir
                     WHERE ir.system_id = $1 AND ir.type_code = $2 AND ir.from_at >= w.lo AND ir.from_at < w.hi
-                      AND ($5 IS NULL OR ir.measurement_id = $5)) ir
+                      AND ($5 IS NULL OR ir.measurement_id = $5)
+                    OFFSET 0) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
             SELECT x.entity_id, x.hour_at, x.measurement_id,
@@ -89,7 +94,7 @@ GRANT SELECT ON _measure.response_source TO measure_writer;
 CREATE OR REPLACE FUNCTION _measure.response_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[])
 RETURNS TABLE (type_code smallint, hour_at timestamptz, bin integer, records bigint, transactions bigint,
                response_us bigint, mean_max_us numeric)
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
 DECLARE
     s record;
 BEGIN
@@ -108,7 +113,8 @@ BEGIN
              CROSS JOIN LATERAL (
                    SELECT * FROM _measure.interval_record i
                     WHERE i.system_id = p_system AND i.type_code = s.type_code
-                      AND i.from_at >= w.lo AND i.from_at < w.hi) ir),
+                      AND i.from_at >= w.lo AND i.from_at < w.hi
+                    OFFSET 0) ir),
         best AS (
             SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
               FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
@@ -148,7 +154,8 @@ BEGIN
          CROSS JOIN LATERAL (
                SELECT * FROM _measure.record_tier t
                 WHERE t.system_id = $1 AND t.type_code = $2 AND t.grain = %L
-                  AND t.bucket_at >= b.lo AND t.bucket_at < b.hi) t
+                  AND t.bucket_at >= b.lo AND t.bucket_at < b.hi
+                OFFSET 0) t
          WHERE CASE WHEN g.best_of THEN (CASE WHEN %L = 'h' THEN t.best ELSE t.measurement_id = 0 END)
                     ELSE t.measurement_id <> 0 END
          GROUP BY b.lo, t.entity_id, t.record_at, 7, g.best_of$q$, v_sums, v_unit, v_src, v_src)
@@ -172,7 +179,8 @@ BEGIN
       FROM (SELECT x AS lo, ((x AT TIME ZONE 'UTC') + v_unit) AT TIME ZONE 'UTC' AS hi FROM unnest(p_buckets) x) b
      CROSS JOIN LATERAL (
            SELECT * FROM _measure.response_hist h
-            WHERE h.system_id = p_system AND h.grain = v_src AND h.bucket_at >= b.lo AND h.bucket_at < b.hi) h
+            WHERE h.system_id = p_system AND h.grain = v_src AND h.bucket_at >= b.lo AND h.bucket_at < b.hi
+            OFFSET 0) h
      GROUP BY h.type_code, b.lo, h.bin;
 END
 $fn$;
@@ -331,7 +339,7 @@ CREATE OR REPLACE FUNCTION _measure.record_window(p_system smallint, p_type smal
                                                   p_to timestamptz, p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, cpu smallint, first_at timestamptz,
                last_at timestamptz, run_us numeric, c numeric[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
 DECLARE
     v_grain "char"[];
     v_at timestamptz[];
@@ -351,7 +359,8 @@ BEGIN
              CROSS JOIN LATERAL (
                    SELECT * FROM _measure.record_tier t
                     WHERE t.system_id = $1 AND t.type_code = $2 AND t.grain = p.grain AND t.bucket_at = p.bucket_at
-                      AND CASE WHEN $5 IS NULL THEN t.best ELSE t.measurement_id = $5 END) t
+                      AND CASE WHEN $5 IS NULL THEN t.best ELSE t.measurement_id = $5 END
+                    OFFSET 0) t
             UNION ALL
             SELECT r.entity_id, r.record_at, r.cpu, r.first_at, r.last_at, r.run_us, r.counters
               FROM _measure.record_rows($1, $2, $3, $4, $5) r
@@ -376,7 +385,8 @@ LANGUAGE sql STABLE AS $$
         SELECT h.type_code, h.bin, h.records, h.transactions, h.response_us, h.mean_max_us
           FROM p CROSS JOIN LATERAL (
                    SELECT * FROM _measure.response_hist h
-                    WHERE h.system_id = p_system AND h.grain = p.grain AND h.bucket_at = p.lo) h
+                    WHERE h.system_id = p_system AND h.grain = p.grain AND h.bucket_at = p.lo
+                    OFFSET 0) h
          WHERE p.grain <> 'r'
         UNION ALL
         SELECT r.type_code, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
@@ -396,7 +406,7 @@ CREATE OR REPLACE FUNCTION _measure.discopen_rows(p_system smallint, p_lo timest
                                                   p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
                best boolean, file_name text, samples integer, counters bigint[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
 DECLARE
     v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
     v_in smallint := (SELECT d.position FROM _measure.counter_def d
@@ -420,7 +430,8 @@ BEGIN
                      CROSS JOIN LATERAL (
                            SELECT * FROM _measure.interval_record ir
                             WHERE ir.system_id = $1 AND ir.type_code = $5 AND ir.from_at >= w.lo
-                              AND ir.from_at < w.hi AND ($4 IS NULL OR ir.measurement_id = $4)) ir) ir
+                              AND ir.from_at < w.hi AND ($4 IS NULL OR ir.measurement_id = $4)
+                            OFFSET 0) ir) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
             SELECT x.entity_id, x.hour_at, x.measurement_id,
@@ -517,7 +528,8 @@ BEGIN
                    SELECT * FROM _measure.discopen_file_tier r
                     WHERE r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
                       AND r.bucket_at >= b.lo
-                      AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC') r
+                      AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC'
+                    OFFSET 0) r
              GROUP BY b.lo, r.file_name, r.measurement_id$q$, v_sums)
         USING p_system, v_grain, p_hours, v_unit;
     END LOOP;
@@ -531,7 +543,7 @@ GRANT EXECUTE ON FUNCTION _measure.condense_discopen(smallint, timestamptz[]) TO
 CREATE OR REPLACE FUNCTION _measure.discopen_window(p_system smallint, p_from timestamptz, p_to timestamptz,
                                                     p_measurement integer)
 RETURNS TABLE (file_name text, open_count bigint, c numeric[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
 DECLARE
     v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
     v_grain "char"[];
@@ -562,7 +574,8 @@ BEGIN
               FROM masks k CROSS JOIN LATERAL (
                    SELECT * FROM _measure.discopen_open_hours o
                     WHERE o.system_id = $1 AND o.month_at = k.month_at AND o.measurement_id = coalesce($4, 0)
-                      AND (o.hours & k.mask) <> repeat('0', 744)::bit(744)) o
+                      AND (o.hours & k.mask) <> repeat('0', 744)::bit(744)
+                    OFFSET 0) o
             UNION
             SELECT raw.file_name, raw.entity_id, raw.record_at FROM raw),
         u AS (
@@ -570,7 +583,8 @@ BEGIN
               FROM pieces p CROSS JOIN LATERAL (
                    SELECT * FROM _measure.discopen_file_tier f
                     WHERE f.system_id = $1 AND f.grain = p.grain AND f.bucket_at = p.lo
-                      AND f.measurement_id = coalesce($4, 0)) f
+                      AND f.measurement_id = coalesce($4, 0)
+                    OFFSET 0) f
             UNION ALL
             SELECT raw.file_name, raw.counters FROM raw),
         s AS (SELECT u.file_name, %s AS c FROM u GROUP BY u.file_name)
