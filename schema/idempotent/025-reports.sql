@@ -216,7 +216,7 @@ LANGUAGE sql STABLE AS $$
     SELECT w.entity_id, w.record_at, e.ids, w.cpu, w.first_at, w.last_at, w.run_us, w.c
       FROM _measure.record_window(p_system, (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = p_type),
                                   p_from, p_to, p_measurement) w
-     CROSS JOIN LATERAL (SELECT e.ids FROM _measure.entity e WHERE e.entity_id = w.entity_id) e
+     CROSS JOIN LATERAL (SELECT e.ids FROM _measure.entity e WHERE e.entity_id = w.entity_id OFFSET 0) e
 $$;
 GRANT EXECUTE ON FUNCTION _measure.window_sums(smallint, text, timestamptz, timestamptz, integer) TO measure_writer;
 
