@@ -24,16 +24,19 @@ CREATE OR REPLACE FUNCTION _measure.response_bin(p_response numeric, p_transacti
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN greatest(ceil(ln(greatest(p_response::float8 / p_transactions::float8, 1)) / ln(1.01::float8)), 0)::integer;
 
--- 'ARRAY[sum(<expr>[1]), ...]' over every counter position of an entity type (explicit
--- sums: unnesting the arrays made the reports O(records x counters) in rows).
+-- 'ARRAY[sum(<expr>[1]), ...]' over every counter position of an entity type, the sum for
+-- the counters of _measure.record_tier_counter, NULL for the others (explicit sums:
+-- unnesting the arrays made the reports O(records x counters) in rows).
 CREATE OR REPLACE FUNCTION _measure.record_sums_sql(p_type smallint, p_expr text, p_clamp boolean,
                                                     p_cast text DEFAULT '')
 RETURNS text LANGUAGE sql STABLE AS $$
     SELECT 'ARRAY[' || string_agg(
-               CASE WHEN p_clamp THEN format('sum(greatest(%s[%s], 0))%s', p_expr, d.position, p_cast)
+               CASE WHEN k.counter IS NULL THEN 'NULL::' || CASE WHEN p_cast = '' THEN 'numeric' ELSE ltrim(p_cast, ':') END
+                    WHEN p_clamp THEN format('sum(greatest(%s[%s], 0))%s', p_expr, d.position, p_cast)
                     ELSE format('sum(%s[%s])%s', p_expr, d.position, p_cast) END,
                ', ' ORDER BY d.position) || ']'
       FROM _measure.counter_def d JOIN _measure.entity_type t ON t.entity = d.entity
+      LEFT JOIN _measure.record_tier_counter k ON k.entity = d.entity AND k.counter = d.counter
      WHERE t.type_code = p_type
 $$;
 
@@ -45,7 +48,7 @@ CREATE OR REPLACE FUNCTION _measure.record_rows(p_system smallint, p_type smalli
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
                best boolean, cpu smallint, first_at timestamptz, last_at timestamptz, samples integer,
                run_us bigint, counters bigint[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
 BEGIN
     IF p_lo IS NULL OR cardinality(p_lo) = 0 THEN
         RETURN;
@@ -94,7 +97,7 @@ GRANT SELECT ON _measure.response_source TO measure_writer;
 CREATE OR REPLACE FUNCTION _measure.response_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[])
 RETURNS TABLE (type_code smallint, hour_at timestamptz, bin integer, records bigint, transactions bigint,
                response_us bigint, mean_max_us numeric)
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
 DECLARE
     s record;
 BEGIN
@@ -339,7 +342,7 @@ CREATE OR REPLACE FUNCTION _measure.record_window(p_system smallint, p_type smal
                                                   p_to timestamptz, p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, cpu smallint, first_at timestamptz,
                last_at timestamptz, run_us numeric, c numeric[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
 DECLARE
     v_grain "char"[];
     v_at timestamptz[];
@@ -406,7 +409,7 @@ CREATE OR REPLACE FUNCTION _measure.discopen_rows(p_system smallint, p_lo timest
                                                   p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
                best boolean, file_name text, samples integer, counters bigint[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
 DECLARE
     v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
     v_in smallint := (SELECT d.position FROM _measure.counter_def d
@@ -543,7 +546,7 @@ GRANT EXECUTE ON FUNCTION _measure.condense_discopen(smallint, timestamptz[]) TO
 CREATE OR REPLACE FUNCTION _measure.discopen_window(p_system smallint, p_from timestamptz, p_to timestamptz,
                                                     p_measurement integer)
 RETURNS TABLE (file_name text, open_count bigint, c numeric[])
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
 DECLARE
     v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
     v_grain "char"[];

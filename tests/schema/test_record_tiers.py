@@ -518,3 +518,18 @@ def test_transaction_response_source_falls_back_to_the_cpus(world) -> None:
                               "FROM measure.report_transaction_resource(%(s)s, %(f)s, %(t)s))",
                               {"s": SYSTEM, "f": f, "t": t}, tiers=tiers)
             assert got == [f"({source},t)"], (f, t, tiers)
+
+
+def test_the_summed_counters_exist_and_the_others_are_null(conn) -> None:
+    # a typo in _measure.record_tier_counter would leave a report's column NULL without a word
+    assert conn.execute("SELECT k.entity, k.counter FROM _measure.record_tier_counter k "
+                        "LEFT JOIN _measure.counter_def d USING (entity, counter) "
+                        "WHERE d.counter IS NULL").fetchall() == []
+    kept = conn.execute("SELECT d.position FROM _measure.counter_def d JOIN _measure.record_tier_counter k "
+                        "USING (entity, counter) WHERE d.entity = 'process' ORDER BY 1").fetchall()
+    assert [p for (p,) in kept] == [1, 6, 7]   # CPU-BUSY-TIME, MESSAGES-SENT, MESSAGES-RECEIVED
+    sql = conn.execute("SELECT _measure.record_sums_sql(t.type_code, 'x', true, '::bigint') "
+                       "FROM _measure.entity_type t WHERE t.entity = 'process'").fetchone()[0]
+    parts = sql.removeprefix("ARRAY[").removesuffix("]").replace(", 0)", " 0)").split(", ")
+    assert len(parts) == 37 and parts[0] == "sum(greatest(x[1] 0))::bigint"
+    assert parts[1] == "NULL::bigint" and parts[6] == "sum(greatest(x[7] 0))::bigint"
