@@ -152,10 +152,14 @@ def counter_expr(entity: str, counter: str, kind: str, sec: int) -> str:
             "response": f"f * w * {sec} * {mean}"}[kind]
 
 
-def counter_array(defs: list[tuple[str, str]], entity: str, sec: int, scale: str = "1") -> str:
-    """ARRAY[...] of every counter of the entity type, in _measure.counter_def order."""
-    return "ARRAY[" + ", ".join(f"greatest(0, round(({scale}) * ({counter_expr(entity, c, k, sec)})))::bigint"
-                                for c, k in defs) + "]"
+def counter_array(defs: list[tuple[str, str]], entity: str, sec: int, scale: str = "1",
+                  kept: set[tuple[str, str]] | None = None) -> str:
+    """ARRAY[...] of every counter of the entity type, in _measure.counter_def order; with kept
+    (tier rows), NULL for the counters the tiers do not sum (_measure.record_tier_counter)."""
+    return "ARRAY[" + ", ".join(
+        "NULL::bigint" if kept is not None and (entity, c) not in kept
+        else f"greatest(0, round(({scale}) * ({counter_expr(entity, c, k, sec)})))::bigint"
+        for c, k in defs) + "]"
 
 
 # per entity: the load at h and a weight; j = a hashed jitter of (entity, minute) in [0, 1). OFFSET 0
@@ -173,6 +177,7 @@ def populate_records(c: psycopg.Connection, sys_id: int, meas: int) -> None:
     for ent, counter, kind in c.execute("SELECT entity, counter, kind FROM _measure.counter_def ORDER BY entity, position"):
         defs.setdefault(ent, []).append((counter, kind))
     tiered = [r[0] for r in c.execute("SELECT entity FROM _measure.record_tier_type ORDER BY 1")]
+    kept = set(c.execute("SELECT entity, counter FROM _measure.record_tier_counter").fetchall())
     months = months_of(START, END)
     args = {"sys": sys_id, "m": meas, "start": START, "end": END}
 
@@ -183,7 +188,7 @@ def populate_records(c: psycopg.Connection, sys_id: int, meas: int) -> None:
                 "INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at, "
                 "measurement_id, best, cpu, first_at, last_at, samples, run_us, counters) "
                 "SELECT e.system_id, e.type_code, 'h', h, e.entity_id, %(start)s, %(m)s, true, coalesce(e.cpu, 0), "
-                f"h, h + INTERVAL '1 hour', 60, 3600000000, {counter_array(defs[ent], ent, 3600)} "
+                f"h, h + INTERVAL '1 hour', 60, 3600000000, {counter_array(defs[ent], ent, 3600, kept=kept)} "
                 "FROM generate_series(%(lo)s, %(hi)s - INTERVAL '1 hour', INTERVAL '1 hour') h "
                 f"CROSS JOIN _measure.entity e {FW} "
                 "WHERE e.system_id = %(sys)s AND e.type_code = %(code)s ORDER BY h, e.entity_id",
@@ -238,7 +243,7 @@ def populate_records(c: psycopg.Connection, sys_id: int, meas: int) -> None:
         "x AS MATERIALIZED (SELECT h, fl.file_name, fl.n_all + CASE WHEN extract(hour FROM h) BETWEEN 8 AND 17 THEN fl.n_day "
         f"                                         ELSE 0 END AS n, {dload} AS f, 1 AS w "
         "        FROM generate_series(%(start)s, %(end)s - INTERVAL '1 hour', INTERVAL '1 hour') h CROSS JOIN fl) "
-        f"SELECT %(sys)s, 'h', h, file_name, mid, 60 * n, {counter_array(defs['discopen'], 'discopen', 3600, 'n')} "
+        f"SELECT %(sys)s, 'h', h, file_name, mid, 60 * n, {counter_array(defs['discopen'], 'discopen', 3600, 'n', kept)} "
         "  FROM x CROSS JOIN (VALUES (%(m)s), (0)) v (mid) WHERE n > 0 ORDER BY h, file_name, mid",
         {**args, "code": dcode})
     c.commit()
