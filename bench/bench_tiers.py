@@ -18,7 +18,7 @@ Measured (medians; the tables say of how many runs):
 * CPU trend report (measure.report_cpu_trend, Figure 2) over 365 days, both ways (RAW_TREND,
   the whole report too);
 * condensing the 2,000-entity day into every tier (note_intervals + condense of its 24
-  hours: hour tiers from interval records, then its shifts, months and year).
+  hours: hour tiers and record tiers from interval records, then its shifts, months and year).
 Targets: each tier report ≤ 50 ms; raw / tier ≥ 20×; condensing the day ≤ 10 s.
 The embedded server lives in .data/bench-tiers (its own; dropped and rebuilt every run unless
 BENCH_REUSE=1, which keeps the data of the last run and re-applies the schema, for iterating).
@@ -351,7 +351,7 @@ def main() -> None:
     print()
     print("| condensing | median (s) | runs (s) | target | met |")
     print("|---|---:|---|---|---|")
-    print(f"| one day of 2,000 entities (CPU, DISC, PROCESS; 24 hours) into hour, shift, month, year tiers "
+    print(f"| one day of 2,000 entities (CPU, DISC, PROCESS; 24 hours) into hour, record, shift, month, year tiers "
           f"| {cond_s:.2f} | {', '.join(f'{x:.2f}' for x in condense)} | ≤ 10 s | {ok(cond_s <= 10)} |")
 
 
