@@ -165,6 +165,8 @@ BEGIN
     DELETE FROM _measure.interval_record WHERE measurement_id = p_id;
     DELETE FROM _measure.counter_copy WHERE measurement_id = p_id;
     DELETE FROM _measure.record_tier WHERE measurement_id = p_id;
+    DELETE FROM _measure.discopen_file_tier WHERE measurement_id = p_id;
+    DELETE FROM _measure.discopen_open_hours WHERE measurement_id = p_id;
     DELETE FROM _measure.measurement WHERE measurement_id = p_id;
 END
 $$;

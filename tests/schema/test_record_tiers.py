@@ -533,3 +533,23 @@ def test_the_summed_counters_exist_and_the_others_are_null(conn) -> None:
     parts = sql.removeprefix("ARRAY[").removesuffix("]").replace(", 0)", " 0)").split(", ")
     assert len(parts) == 37 and parts[0] == "sum(greatest(x[1] 0))::bigint"
     assert parts[1] == "NULL::bigint" and parts[6] == "sum(greatest(x[7] 0))::bigint"
+
+
+def test_deleting_a_measurement_takes_it_out_of_the_tiers(world) -> None:
+    conn, b_id = world.conn, world.b.meas["B"]
+    windows = [(HAND_HOUR, HAND_HOUR + timedelta(hours=1)), (at(4, 1), at(5, 1)), (START, END)]
+    with conn.transaction(force_rollback=True):
+        only_a = {w: report_rows(conn, "measure.report_process_summary(%(s)s, %(f)s, %(t)s, %(m)s)",
+                                 {"s": SYSTEM, "f": w[0], "t": w[1], "m": world.b.meas["A"]}, tiers=True)
+                  for w in windows}
+        conn.execute("SELECT measure.delete_measurement(%s)", (b_id,))
+        conn.execute("SELECT _measure.condense(%s::smallint, 1000000)", (world.b.system_id,))
+        for table in ("record_tier", "discopen_file_tier", "discopen_open_hours"):
+            assert conn.execute(f"SELECT count(*) FROM _measure.{table} WHERE measurement_id = %s",
+                                (b_id,)).fetchone() == (0,), table
+        for w in windows:   # what is left is measurement A's, read the same both ways
+            for tiers in (True, False):
+                assert report_rows(conn, "measure.report_process_summary(%(s)s, %(f)s, %(t)s, NULL)",
+                                   {"s": SYSTEM, "f": w[0], "t": w[1]}, tiers=tiers) == only_a[w]
+        bad, _ = differences(world, windows[1:])
+        assert not bad, explain(bad)
