@@ -6,9 +6,10 @@
 -- read all of interval_record once per call (minutes for a year of records).
 --
 -- Kept by _measure.condense_records (called by _measure.condense_upper for the hours it
--- condenses), read by _measure.record_window and _measure.response_window, which cut a
--- window with _measure.window_plan. `SET measuredb.record_tiers = off` makes every window
--- read interval records only (tests and benchmarks compare the two).
+-- condenses), read by _measure.record_window, _measure.discopen_window and
+-- _measure.response_window, which cut a window with _measure.window_plan.
+-- `SET measuredb.record_tiers = off` makes every window read interval records only (tests
+-- and benchmarks compare the two).
 
 -- Interval records before this time were dropped by retention (_measure.raw_horizon): the
 -- tiers of earlier hours are kept as they are, never recomputed from what is left.
@@ -306,7 +307,7 @@ BEGIN
     WITH dirty AS MATERIALIZED (
         SELECT d.hour_at FROM _measure.tier_dirty d
          WHERE d.system_id = p_system AND d.hour_at >= v_h0 AND d.hour_at < v_h1
-           AND d.hour_at >= _measure.raw_horizon()),  -- older: the tiers are all there is
+           AND d.hour_at >= v_hz),  -- older: the tiers are all there is
     days AS MATERIALIZED (
         SELECT x.lo, x.hi, x.lo >= v_h0 AND x.hi <= v_h1
                            AND NOT EXISTS (SELECT 1 FROM dirty WHERE dirty.hour_at >= x.lo AND dirty.hour_at < x.hi) AS whole
