@@ -148,6 +148,17 @@ def _decide_timescale(conn: psycopg.Connection, mode: Mode) -> bool:
         return False
     if installed:
         return True
+    # CREATE EXTENSION of a library the server did not preload ends the session (FATAL)
+    preloaded = "timescaledb" in [
+        s.strip() for s in conn.execute("SHOW shared_preload_libraries").fetchone()[0].split(",")]
+    if available and not preloaded:
+        if mode == "on":
+            raise SchemaError(
+                "MEASUREDB_TIMESCALEDB=on, but this PostgreSQL server was not started with "
+                "shared_preload_libraries=timescaledb; set it (postgresql.conf or ALTER SYSTEM) "
+                "and restart the server"
+            )
+        return False
     if available:
         try:
             with conn.transaction():

@@ -1,14 +1,22 @@
-"""Writing copies and interval records into PostgreSQL: batched binary COPY, durable spool.
+"""Writing interval runs into PostgreSQL: batched binary COPY, durable spool.
 
-* Rows are encoded for ``COPY … (FORMAT BINARY)`` with numpy structured arrays: one
-  ``tobytes()`` per batch, no per-row Python (style P12).
-* Entity ids are a 63-bit hash of (system, entity type, identifying fields), so copies can be
+* Interval records are stored once, packed into runs (schema/100-interval-runs.sql): per
+  counter record and measurement, its consecutive intervals of one UTC hour with equal
+  DELTA-TIME, CPU and ERROR, counters as a two-dimensional array [interval][counter]. Copies
+  are derived from the runs (measure.counter_copy); the copies that close no interval (start,
+  initial-value, error and unpaired copies) are written as they are (_measure.extra_copy).
+* :class:`RunBuilder` turns a slice's interval batches into runs with numpy (one sort per
+  measurement and entity type, no per-row Python, style P12) and encodes them for
+  ``COPY … (FORMAT BINARY)``: rows of equal shape are one structured array and one
+  ``tobytes()``.
+* Entity ids are a 63-bit hash of (system, entity type, identifying fields), so slices can be
   encoded, spooled and replayed without asking the database for ids.
-* The collector hands over complete time slices: ``Writer.flush(until_us)`` writes every row
+* The collector hands over complete time slices: ``Writer.flush(slice)`` writes every row
   with a time ≤ until_us in one transaction that also advances the collector's watermark
-  (``_measure.collector_state.durable_until``). A slice at or below the watermark is skipped,
-  so a replay after a crash stores nothing twice; a primary-key clash (a slice written by a
-  run that died before recording its watermark) falls back to INSERT … ON CONFLICT DO NOTHING.
+  (``_measure.collector_state.durable_until``) and condenses the hours it touched, so the
+  tiers are current when it returns. A slice at or below the watermark is skipped, so a
+  replay after a crash stores nothing twice; a primary-key clash (a slice written by a run
+  that died before recording its watermark) falls back to INSERT … ON CONFLICT DO NOTHING.
 * When the database cannot be reached the slice goes to the spool folder (written to a
   temporary file, fsynced, renamed) and slices are replayed in order once it answers again.
   A full spool raises SpoolFull: the collector stops with that message; nothing is dropped.
@@ -22,6 +30,7 @@ import logging
 import os
 import pickle
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,23 +40,24 @@ import psycopg
 
 from collector.catalog import Catalog
 from collector.measure.copies import IntervalBatch
-from collector.measure.measmon import Copy, entity_ids
+from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
 
 log = logging.getLogger(__name__)
 
 PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 UTC, PostgreSQL's binary timestamp origin
+HOUR_US = 3_600_000_000
 INT8_OID = 20
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
 
 COPY_COLUMNS = ("measurement_id", "entity_id", "record_at", "copy_at", "copy_kind", "system_id",
                 "type_code", "cpu", "error", "counters")
-INTERVAL_COLUMNS = ("measurement_id", "entity_id", "record_at", "from_at", "to_at", "delta_us",
-                    "closing_kind", "system_id", "type_code", "cpu", "error", "counters")
+RUN_COLUMNS = ("system_id", "type_code", "measurement_id", "entity_id", "record_at", "from_at",
+               "delta_us", "n", "closing_kind", "cpu", "error", "counters", "base", "tail")
 _FIELD_TYPES = {"measurement_id": ">i4", "entity_id": ">i8", "record_at": ">i8", "copy_at": ">i8",
                 "from_at": ">i8", "to_at": ">i8", "delta_us": ">i8", "copy_kind": ">i2",
                 "closing_kind": ">i2", "system_id": ">i2", "type_code": ">i2", "cpu": ">i2",
-                "error": ">i2"}
+                "error": ">i2", "n": ">i2"}
 
 
 class SpoolFull(RuntimeError):
@@ -67,7 +77,8 @@ def _row_dtype(columns: tuple[str, ...], n_counters: int) -> np.dtype:
 
 
 def encode_rows(columns: tuple[str, ...], data: dict[str, Any], counters: np.ndarray) -> bytes:
-    """The binary COPY tuples (no header/trailer) of len(counters) rows; times in Unix µs."""
+    """The binary COPY tuples (no header/trailer) of len(counters) rows with a one-dimensional
+    counters array; times in Unix µs."""
     n, c = counters.shape
     rows = np.zeros(n, dtype=_row_dtype(columns, c))
     rows["nfields"] = len(columns)
@@ -90,6 +101,120 @@ def encode_rows(columns: tuple[str, ...], data: dict[str, Any], counters: np.nda
     return rows.tobytes()
 
 
+def _array_fields(name: str, dims: tuple[int, ...]) -> list[tuple[Any, ...]]:
+    """A bigint array column of fixed shape in binary COPY: length, header, dims, elements."""
+    fields: list[tuple[Any, ...]] = [(name + "_len", ">i4"), (name + "_ndim", ">i4"),
+                                     (name + "_hasnull", ">i4"), (name + "_oid", ">i4")]
+    for d in range(len(dims)):
+        fields += [(f"{name}_dim{d}", ">i4"), (f"{name}_lb{d}", ">i4")]
+    count = int(np.prod(dims))
+    fields.append((name, [("len", ">i4"), ("val", ">i8")], (count,)))
+    return fields
+
+
+def _fill_array(rows: np.ndarray, name: str, dims: tuple[int, ...], values: np.ndarray) -> None:
+    count = int(np.prod(dims))
+    rows[name + "_len"] = 12 + 8 * len(dims) + 12 * count
+    rows[name + "_ndim"] = len(dims)
+    rows[name + "_oid"] = INT8_OID
+    for d, size in enumerate(dims):
+        rows[f"{name}_dim{d}"] = size
+        rows[f"{name}_lb{d}"] = 1
+    rows[name]["len"] = 8
+    rows[name]["val"] = values.reshape(len(rows), count)
+
+
+@dataclass
+class RunStats:
+    runs: int = 0
+    intervals: int = 0
+    from_min_us: int | None = None
+    from_max_us: int | None = None
+
+    def add(self, runs: int, intervals: int, lo: int, hi: int) -> None:
+        self.runs += runs
+        self.intervals += intervals
+        self.from_min_us = lo if self.from_min_us is None else min(self.from_min_us, lo)
+        self.from_max_us = hi if self.from_max_us is None else max(self.from_max_us, hi)
+
+
+def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: int, type_code: int,
+               stats: RunStats) -> list[bytes]:
+    """The binary COPY rows (RUN_COLUMNS) of the runs of one measurement and entity type, from
+    its interval batches in time order, each with the entity ids of its rows."""
+    batches = [(b, ids) for b, ids in batches if len(b)]
+    if not batches:
+        return []
+    eid = np.concatenate([ids for _, ids in batches])
+    rec = np.concatenate([b.alloc_us for b, _ in batches]).astype(np.int64)
+    frm = np.concatenate([b.from_us for b, _ in batches]).astype(np.int64)
+    to = np.concatenate([np.full(len(b), b.to_us, np.int64) for b, _ in batches])
+    kind = np.concatenate([np.full(len(b), b.closing_kind, np.int16) for b, _ in batches])
+    cpu = np.concatenate([b.cpu for b, _ in batches]).astype(np.int16)
+    vals = np.concatenate([b.values for b, _ in batches]).astype(np.int64, copy=False)
+    nb = np.concatenate([b.needs_base if b.needs_base is not None else np.ones(len(b), bool)
+                         for b, _ in batches])
+    base_rows = np.concatenate([b.base if b.base is not None else b.values[:0] for b, _ in batches])
+    base_of = np.full(nb.size, -1, np.int64)
+    base_of[nb] = np.arange(int(nb.sum()))
+    has_tail = batches[0][0].tail is not None
+    tail = np.concatenate([b.tail for b, _ in batches]) if has_tail else None
+
+    # one stable sort by entity: each counter record's intervals in time order (a record's
+    # successor incarnation with the same entity id follows it in time)
+    order = np.argsort(eid, kind="stable")
+    eid, rec, frm, to, kind, cpu, nb, base_of = (
+        eid[order], rec[order], frm[order], to[order], kind[order], cpu[order], nb[order], base_of[order])
+    vals = vals[order]
+    if tail is not None:
+        tail = tail[order]
+    delta = to - frm
+    hour = frm // HOUR_US
+    brk = np.ones(eid.size, dtype=bool)
+    brk[1:] = ((eid[1:] != eid[:-1]) | (rec[1:] != rec[:-1]) | (frm[1:] != to[:-1])
+               | (delta[1:] != delta[:-1]) | (kind[:-1] != COPY_INTERVAL) | (cpu[1:] != cpu[:-1])
+               | (hour[1:] != hour[:-1]) | nb[1:])
+    starts = np.flatnonzero(brk)
+    lengths = np.diff(np.append(starts, eid.size))
+    stats.add(int(starts.size), int(eid.size), int(frm.min()), int(frm.max()))
+    k = vals.shape[1]
+    t = tail.shape[1] if tail is not None else 0
+    out = []
+    for n in np.unique(lengths).tolist():
+        at_n = starts[lengths == n]
+        for with_base in (False, True):
+            sel = at_n[nb[at_n] == with_base]
+            if not sel.size:
+                continue
+            ends = sel + n - 1
+            fields: list[tuple[Any, ...]] = [("nfields", ">i2")]
+            for col in RUN_COLUMNS[:11]:
+                fields += [(col + "_len", ">i4"), (col, _FIELD_TYPES.get(col, ">i8"))]
+            fields += _array_fields("counters", (n, k))
+            fields += _array_fields("base", (k,)) if with_base else [("base_len", ">i4")]
+            fields += _array_fields("tail", (t,)) if t else [("tail_len", ">i4")]
+            rows = np.zeros(sel.size, dtype=np.dtype(fields))
+            rows["nfields"] = len(RUN_COLUMNS)
+            for col, value in (("system_id", system_id), ("type_code", type_code),
+                               ("measurement_id", batches[0][0].measurement_id), ("entity_id", eid[sel]),
+                               ("record_at", rec[sel] - PG_EPOCH_US), ("from_at", frm[sel] - PG_EPOCH_US),
+                               ("delta_us", delta[sel]), ("n", n), ("closing_kind", kind[ends]),
+                               ("cpu", cpu[sel]), ("error", 0)):
+                rows[col + "_len"] = np.dtype(_FIELD_TYPES.get(col, ">i8")).itemsize
+                rows[col] = value
+            _fill_array(rows, "counters", (n, k), vals[sel[:, None] + np.arange(n)[None, :]])
+            if with_base:
+                _fill_array(rows, "base", (k,), base_rows[base_of[sel]])
+            else:
+                rows["base_len"] = -1
+            if t:
+                _fill_array(rows, "tail", (t,), tail[ends])
+            else:
+                rows["tail_len"] = -1
+            out.append(rows.tobytes())
+    return out
+
+
 def entity_key(id_fields: tuple[str, ...], ids: dict[str, Any]) -> str:
     return "|".join(f"{f}={ids.get(f, '')}" for f in id_fields)
 
@@ -105,17 +230,19 @@ class Slice:
 
     until_us: int
     entities: list[tuple[int, int, str, str, int, int]] = field(default_factory=list)
-    copies: list[bytes] = field(default_factory=list)
-    intervals: list[bytes] = field(default_factory=list)
-    n_copies: int = 0
+    runs: list[bytes] = field(default_factory=list)
+    extras: list[bytes] = field(default_factory=list)
+    n_runs: int = 0
     n_intervals: int = 0
+    n_extras: int = 0
     from_min_us: int | None = None   # earliest and latest FROM-TIMESTAMP of its intervals
     from_max_us: int | None = None
+    pack_hours: list[int] = field(default_factory=list)  # hours (µs) other slices also write to
     # (event, measurement id, at_us, usage per entity type at stop or None)
     control: list[tuple[str, int, int, dict | None]] = field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.entities or self.copies or self.intervals or self.control)
+        return not (self.entities or self.runs or self.extras or self.control)
 
 
 class EntityRegistry:
@@ -166,6 +293,8 @@ class Pipeline:
         self.builder = IntervalBuilder(catalog)
         self.slice = Slice(until_us=0)
         self.skip_until_us = -1  # copies at or before this time are already in the database
+        self.last_until_us = -1  # where the previous slice ended
+        self._pending: dict[tuple[int, int], list[tuple[IntervalBatch, np.ndarray]]] = defaultdict(list)
 
     def on_copy(self, copy: Copy) -> None:
         batch = self.builder.on_copy(copy)
@@ -173,34 +302,46 @@ class Pipeline:
             return
         code = self.catalog.entity(copy.entity).code
         ids = self.registry.ids(copy.entity, copy.slots, copy.at_us, self.slice.entities)
-        n = len(copy)
-        self.slice.copies.append(encode_rows(COPY_COLUMNS, {
-            "measurement_id": copy.measurement_id, "entity_id": ids, "record_at": copy.alloc_us,
-            "copy_at": copy.at_us, "copy_kind": copy.kind, "system_id": self.system_id,
-            "type_code": code, "cpu": copy.cpu, "error": copy.error}, copy.values))
-        self.slice.n_copies += n
+        # the copies that close no interval are stored as they are
+        if copy.kind in (COPY_START, COPY_INITIAL) or copy.error or batch is None:
+            extra = np.ones(len(copy), dtype=bool)
+        elif len(batch) == len(copy):
+            extra = None
+        else:
+            extra = ~np.isin(copy.slots, batch.slots)
+        if extra is not None and extra.any():
+            self.slice.extras.append(encode_rows(COPY_COLUMNS, {
+                "measurement_id": copy.measurement_id, "entity_id": ids[extra],
+                "record_at": copy.alloc_us[extra], "copy_at": copy.at_us, "copy_kind": copy.kind,
+                "system_id": self.system_id, "type_code": code, "cpu": copy.cpu[extra],
+                "error": copy.error}, copy.values[extra]))
+            self.slice.n_extras += int(extra.sum())
         if batch is not None and len(batch):
-            self._interval(batch, code, ids if batch.slots.size == n else
-                           self.registry.ids(copy.entity, batch.slots, copy.at_us, self.slice.entities))
-
-    def _interval(self, b: IntervalBatch, code: int, ids: np.ndarray) -> None:
-        self.slice.intervals.append(encode_rows(INTERVAL_COLUMNS, {
-            "measurement_id": b.measurement_id, "entity_id": ids, "record_at": b.alloc_us,
-            "from_at": b.from_us, "to_at": b.to_us, "delta_us": b.to_us - b.from_us,
-            "closing_kind": b.closing_kind, "system_id": self.system_id, "type_code": code,
-            "cpu": b.cpu, "error": 0}, b.values))
-        self.slice.n_intervals += len(b)
-        lo, hi = int(b.from_us.min()), int(b.from_us.max())
-        sl = self.slice
-        sl.from_min_us = lo if sl.from_min_us is None else min(sl.from_min_us, lo)
-        sl.from_max_us = hi if sl.from_max_us is None else max(sl.from_max_us, hi)
+            bids = ids if batch.slots.size == len(copy) else \
+                self.registry.ids(copy.entity, batch.slots, copy.at_us, self.slice.entities)
+            self._pending[(copy.measurement_id, code)].append((batch, bids))
 
     def control(self, event: str, measurement_id: int, at_us: int, usage: dict | None = None) -> None:
         self.slice.control.append((event, measurement_id, at_us, usage))
 
     def take(self, until_us: int) -> Slice:
+        """The slice of everything up to until_us: its interval batches become runs."""
         out, self.slice = self.slice, Slice(until_us=0)
         out.until_us = until_us
+        stats = RunStats()
+        for (_mid, code), batches in sorted(self._pending.items()):
+            out.runs.extend(build_runs(batches, system_id=self.system_id, type_code=code, stats=stats))
+        self._pending.clear()
+        out.n_runs, out.n_intervals = stats.runs, stats.intervals
+        out.from_min_us, out.from_max_us = stats.from_min_us, stats.from_max_us
+        # an hour this slice shares with the slice before or after it gets runs from both:
+        # _measure.pack_runs merges them once the hour is over
+        if out.from_min_us is not None:
+            if self.last_until_us % HOUR_US and self.last_until_us >= 0:
+                out.pack_hours.append(self.last_until_us // HOUR_US * HOUR_US)
+            if until_us % HOUR_US:
+                out.pack_hours.append(until_us // HOUR_US * HOUR_US)
+        self.last_until_us = until_us
         return out
 
 
@@ -316,9 +457,12 @@ class Writer:
                     [(eid, self.collector_id, code, key, ids, cpu if cpu >= 0 else None, at)
                      for eid, code, key, ids, cpu, at in sl.entities],
                 )
+            if sl.runs:
+                cur.execute("SELECT _measure.run_partitions_for(_measure.us_to_timestamptz(%s),"
+                            " _measure.us_to_timestamptz(%s))", (sl.from_min_us, sl.from_max_us))
             for table, columns, payload in (
-                ("counter_copy", COPY_COLUMNS, sl.copies),
-                ("interval_record", INTERVAL_COLUMNS, sl.intervals),
+                ("interval_run", RUN_COLUMNS, sl.runs),
+                ("extra_copy", COPY_COLUMNS, sl.extras),
             ):
                 if not payload:
                     continue
@@ -333,11 +477,17 @@ class Writer:
                         cp.write(chunk)
                     cp.write(COPY_TRAILER)
                 if on_conflict:
-                    cur.execute(f"INSERT INTO _measure.{table} SELECT * FROM {target} ON CONFLICT DO NOTHING")
+                    cur.execute(f"INSERT INTO _measure.{table} ({', '.join(columns)}) "
+                                f"SELECT {', '.join(columns)} FROM {target} ON CONFLICT DO NOTHING")
+            if sl.pack_hours:
+                cur.execute("INSERT INTO _measure.pack_todo (hour_at) SELECT _measure.us_to_timestamptz(h)"
+                            " FROM (SELECT DISTINCT h FROM unnest(%s::bigint[]) h) x (h)"
+                            " ON CONFLICT (hour_at) DO UPDATE SET noted_at = now()",
+                            (sl.pack_hours,))
             if sl.from_min_us is not None:
                 # Mark the hours these intervals fall in (late data and replays included) and
-                # condense exactly those into the tiers (plain PostgreSQL; with TimescaleDB
-                # condense() returns at once and the tiers job refreshes them).
+                # condense exactly those into the tiers, before the slice commits: reads never
+                # wait for a scheduler (both engines).
                 cur.execute(
                     "SELECT _measure.note_intervals(system_id, _measure.us_to_timestamptz(%s),"
                     " _measure.us_to_timestamptz(%s)), _measure.condense(system_id)"

@@ -103,6 +103,6 @@ def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
     try:
         with psycopg.connect(server.url()) as c:
             assert c.execute("SELECT count(*) FROM _measure.measurement").fetchone()[0] == 1
-            assert c.execute("SELECT count(*) FROM _measure.counter_copy").fetchone()[0] > 0
+            assert c.execute("SELECT count(*) FROM measure.counter_copy").fetchone()[0] > 0
     finally:
         server.stop()

@@ -8,6 +8,12 @@ was shared and already nonzero (so that copy is subtracted), or at the entity's 
 a transient entity. Snapshot, max-queue and max-value counters are not deltas: an interval
 carries their value at TO-TIMESTAMP, and ``STARTING-…`` snapshots their value at FROM.
 Computing this here, once, is what lets every reduction be a plain sum (peers-lessons.md).
+
+Each batch also says which of its intervals open a stored run with a base (``needs_base``:
+the first interval of a chain, or the record's first of its UTC day; ``base`` holds the
+cumulative copy that opened them) and, for entity types with ``STARTING-…`` snapshots, their
+values at the closing copy (``tail``), so that the copies can be derived from the stored
+runs alone (collector/sink.py, schema/100-interval-runs.sql).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import numpy as np
 
 from collector.catalog import KIND_MAXQ, KIND_MAXVALUE, KIND_SNAPSHOT, Catalog, EntityDef
 from collector.measure.measmon import COPY_ENTITY_STOP, COPY_INITIAL, COPY_START, COPY_STOP, Copy
+
+DAY_US = 86_400_000_000
 
 
 @dataclass
@@ -31,6 +39,9 @@ class IntervalBatch:
     cpu: np.ndarray
     alloc_us: np.ndarray
     values: np.ndarray
+    needs_base: np.ndarray | None = None   # bool per interval
+    base: np.ndarray | None = None         # (needs_base.sum(), k): the copy at FROM of those
+    tail: np.ndarray | None = None         # (len, starts): STARTING-… values at TO, or None
 
     def __len__(self) -> int:
         return int(self.slots.size)
@@ -44,6 +55,8 @@ class _Baselines:
         self.at = np.zeros(0, dtype=np.int64)
         self.alloc = np.zeros(0, dtype=np.int64)
         self.valid = np.zeros(0, dtype=bool)
+        self.kind = np.zeros(0, dtype=np.int16)       # copy kind of the baseline copy
+        self.before = np.full(0, -1, dtype=np.int64)  # time of the copy before it (-1: none)
 
     def ensure(self, size: int) -> None:
         if size <= self.at.size:
@@ -54,6 +67,14 @@ class _Baselines:
         self.at = np.concatenate([self.at, np.zeros(grow, np.int64)])
         self.alloc = np.concatenate([self.alloc, np.zeros(grow, np.int64)])
         self.valid = np.concatenate([self.valid, np.zeros(grow, bool)])
+        self.kind = np.concatenate([self.kind, np.zeros(grow, np.int16)])
+        self.before = np.concatenate([self.before, np.full(grow, -1, np.int64)])
+
+    def __setstate__(self, state: dict) -> None:  # checkpoints pickled before these fields
+        self.__dict__.update(state)
+        if "kind" not in state:
+            self.kind = np.full(self.at.size, 3, np.int16)
+            self.before = np.full(self.at.size, -1, np.int64)
 
 
 class IntervalBuilder:
@@ -90,6 +111,8 @@ class IntervalBuilder:
             st.at[recs] = copy.at_us
             st.alloc[recs] = copy.alloc_us
             st.valid[recs] = True
+            st.kind[recs] = copy.kind
+            st.before[recs] = -1
             return None
         ok = st.valid[recs] & (st.alloc[recs] == copy.alloc_us) & (st.at[recs] < copy.at_us)
         sel = np.flatnonzero(ok)
@@ -102,11 +125,21 @@ class IntervalBuilder:
             delta = cur - prev
             delta[:, level] = cur[:, level]
             delta[:, start] = prev[:, start]
+            from_us = st.at[r]
+            before = st.before[r]
+            needs_base = ((st.kind[r] == COPY_START) | (st.kind[r] == COPY_INITIAL) | (before < 0)
+                          | (before // DAY_US != from_us // DAY_US))
             batch = IntervalBatch(
                 measurement_id=copy.measurement_id, entity=copy.entity, to_us=copy.at_us,
-                closing_kind=copy.kind, from_us=st.at[r].copy(), slots=copy.slots[sel],
+                closing_kind=copy.kind, from_us=from_us.copy(), slots=copy.slots[sel],
                 cpu=copy.cpu[sel], alloc_us=copy.alloc_us[sel], values=delta,
+                needs_base=needs_base, base=prev[needs_base],
+                tail=cur[:, start] if start.any() else None,
             )
+        chained = np.zeros(recs.size, dtype=bool)
+        chained[sel] = True
+        st.before[recs] = np.where(chained, st.at[recs], -1)
+        st.kind[recs] = copy.kind
         st.values[recs] = copy.values
         st.at[recs] = copy.at_us
         if copy.kind in (COPY_ENTITY_STOP, COPY_STOP):

@@ -8,19 +8,15 @@
 --       marks every UTC hour in [date_bin(from_at_min), from_at_max] dirty for that system
 --       (late data and spool replays included); returns the number of hours marked.
 --   SELECT _measure.condense();            -- or _measure.condense(system_id)
---       plain PostgreSQL: recomputes exactly the dirty hours (hour tiers from interval
---       records, then the shifts, months and years that contain them) and clears them;
---       returns the number of hours condensed. With TimescaleDB it returns 0: the tiers
---       job (_measure.tiers_job) refreshes the hour aggregates for exactly those hours and
---       then runs _measure.condense_upper.
---   SELECT * FROM _measure.purge(INTERVAL '35 days');
---       drops raw copies and interval records older than that, only when all their tiers
---       are computed (raises otherwise, naming what is missing). TimescaleDB: a job.
---       The cut-off is kept in _measure.raw_horizon: hours before it are never recomputed
---       from interval records again (their hour and record tiers stay as condensed).
+--       recomputes exactly the dirty hours (hour tiers from the interval runs, then the
+--       shifts, months and years that contain them) and clears them; returns the number of
+--       hours condensed. Both engines, in the caller's transaction (021-condense.sql).
 --   SELECT _measure.recondense(system_id, from_at, to_at);
 --       after editing _measure.shift: marks a period dirty again and condenses it (hours
---       before the retention cut-off: only the shifts, months and years above them).
+--       before the retention horizons: only what the kept tiers below them allow).
+--   Retention (026-retention.sql) drops whole days of runs and old tier rows, never an hour
+--   that is still dirty; what it removed is kept in _measure.purged: a class is never
+--   recomputed before its horizon from the class below (their tiers stay as condensed).
 --
 -- Readers use the measure.* views: <entity>_hour, <entity>_shift, <entity>_month,
 -- <entity>_year for entity in cpu, disc, line, process, userdef, tmf.
@@ -78,17 +74,16 @@ GRANT EXECUTE ON FUNCTION measure.loadid(timestamp) TO measure_writer, measure_a
 
 -- ---------------------------------------------------------------- the hour tiers' columns
 
--- One definition of the hour tiers (issue 5), for both branches. Each row is one counter
--- column of _measure.<entity>_hour, in column order: the counter's position in counters[]
+-- One definition of the hour tiers, for both engines. Each row is one counter column of
+-- _measure.<entity>_hour, in column order: the counter's position in counters[]
 -- (schema/catalog/counters.csv; tests/schema/test_tiers.py checks it), its name, the column
 -- of its sum (sum of the counter deltas, negatives clamped to 0), and for a rate (RATE ON:
 -- 'percent' = 100 x value / DELTA-TIME, 'queue' = value / DELTA-TIME, 'per_second' =
 -- 10^6 x value / DELTA-TIME) the columns of the smallest and largest interval value.
--- _measure.hour_tier_sql(entity, form) writes the SELECT from it:
---   'continuous'  the continuous aggregate of schema/010-tiers.timescale.sql (that file is
---                 frozen; tests/schema/test_tiers.py checks that it is exactly this SELECT)
---   'rows'        the plain branch's _measure.<entity>_hour_rows(p_system, p_hours)
---                 (schema/idempotent/021-condense.plain.sql generates them from it).
+-- _measure.hour_tier_sql(entity) writes the SELECT of _measure.<entity>_hour_rows(p_system,
+-- p_hours) from it (schema/idempotent/021-condense.sql generates those functions); the
+-- TimescaleDB branch uses the same tables and functions (schema/100-interval-runs.timescale.sql
+-- says why its continuous aggregates were retired).
 CREATE OR REPLACE VIEW _measure.hour_tier_column (entity, type_code, ord, sum_col, position, counter,
                                                   rate, min_col, max_col) AS VALUES
     ('cpu', 1, 1, 'busy_us', 1, 'cpu_busy_time', 'percent', 'busy_min', 'busy_max'),
@@ -148,28 +143,21 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.hour_tier_rate(text, text) TO measure_writer;
 
--- The SELECT of an entity's hour tier.
---  'continuous': the continuous aggregate: one pass, the interval value (numeric) of every
---      record is computed for min() and max().
---  'rows': the same columns for the plain branch, with integer work per record: the records
---      are grouped by entity, measurement, hour AND DELTA-TIME keeping each counter's smallest
---      and largest delta, and only the values of those extremes are computed. For one
---      DELTA-TIME the largest delta has the largest value and its value is exactly the one
---      the aggregate computes: numeric division rounds to at least 16 significant digits,
---      monotonically in the dividend while it is below 10^12 (the gap between the values of
---      two deltas, 1/x of the value, is then wider than the rounding, at most 10^-12 of it).
---      An hour with a delta of 10^12 or more (a queue of 300 over an hour-long interval)
---      computes that item record by record, as the aggregate does. A day of 1,856 processes
---      (2.7 million records) condenses in well under half the time.
---      The records are read by a bitmap heap scan (enable_indexscan off in the generated
---      functions): a day's records are most of the pages of its range, read in page order
---      whatever order they were written in.
-CREATE OR REPLACE FUNCTION _measure.hour_tier_sql(p_entity text, p_form text) RETURNS text
+-- The SELECT of an entity's hour tier, from the interval records of the given hours
+-- (_measure.intervals: runs unpacked), with integer work per interval: the intervals are
+-- grouped by entity, measurement, hour AND DELTA-TIME keeping each counter's smallest and
+-- largest delta, and only the values of those extremes are computed. For one DELTA-TIME the
+-- largest delta has the largest value, and its value is exactly the one computed interval by
+-- interval: numeric division rounds to at least 16 significant digits, monotonically in the
+-- dividend while it is below 10^12 (the gap between the values of two deltas, 1/x of the
+-- value, is then wider than the rounding, at most 10^-12 of it). An hour with a delta of
+-- 10^12 or more (a queue of 300 over an hour-long interval) computes that item interval by
+-- interval.
+CREATE OR REPLACE FUNCTION _measure.hour_tier_sql(p_entity text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_code smallint := (SELECT min(type_code) FROM _measure.hour_tier_column WHERE entity = p_entity);
     v_big constant text := '1000000000000';  -- 10^12, see above
-    v_one text := '';
     v_col text := '';
     v_inner text := '';
     v_outer text := '';
@@ -177,61 +165,45 @@ DECLARE
     r record;
     x text;
 BEGIN
-    IF v_code IS NULL OR p_form IS NULL OR p_form NOT IN ('continuous', 'rows') THEN
-        RAISE EXCEPTION 'hour_tier_sql: unknown entity % or form % (forms: continuous, rows)', p_entity, p_form;
+    IF v_code IS NULL THEN
+        RAISE EXCEPTION 'hour_tier_sql: unknown entity %', p_entity;
     END IF;
     FOR r IN SELECT * FROM _measure.hour_tier_column WHERE entity = p_entity ORDER BY ord LOOP
-        x := format('greatest(counters[%s] /* %s.%s */, 0)', r.position, p_entity, r.counter);
-        v_one := v_one || format(E',\n       sum(%s) AS %s', x, r.sum_col);
+        x := format('greatest(ir.c[ir.i][%s] /* %s.%s */, 0)', r.position, p_entity, r.counter);
         v_col := v_col || format(E',\n                       %s AS c%s', x, r.ord);
         v_inner := v_inner || format(E',\n               sum(c%s) AS s%1$s', r.ord);
         v_outer := v_outer || format(E',\n       sum(s%s) AS %s', r.ord, r.sum_col);
         CONTINUE WHEN r.rate IS NULL;
-        v_one := v_one || format(E',\n       min(%1$s) AS %2$s,\n       max(%1$s) AS %3$s',
-                                 _measure.hour_tier_rate(r.rate, x), r.min_col, r.max_col);
         v_inner := v_inner || format(E',\n               min(c%1$s) AS lo%1$s, max(c%1$s) AS hi%1$s', r.ord);
-        -- the record-by-record value of the group's hour (deltas of 10^12 and more only)
-        v_exact := format('(SELECT %%s(%s) FROM _measure.interval_record ir'
-                          ' WHERE ir.system_id = d.system_id AND ir.type_code = %s'
-                          ' AND ir.entity_id = d.entity_id AND ir.measurement_id = d.measurement_id'
-                          ' AND ir.from_at >= d.hour_at AND ir.from_at < d.hour_at + INTERVAL ''1 hour'')',
-                          replace(_measure.hour_tier_rate(r.rate, replace(x, 'counters[', 'ir.counters[')), 'delta_us', 'ir.delta_us'),
-                          v_code);
+        -- the interval-by-interval value of the group's hour (deltas of 10^12 and more only)
+        v_exact := format('(SELECT %%s(%s) FROM _measure.intervals(d.system_id, %s::smallint, d.hour_at,'
+                          ' d.hour_at + INTERVAL ''1 hour'') ir'
+                          ' WHERE ir.entity_id = d.entity_id AND ir.measurement_id = d.measurement_id)',
+                          replace(_measure.hour_tier_rate(r.rate, x), 'delta_us', 'ir.delta_us'), v_code);
         v_outer := v_outer
             || format(E',\n       CASE WHEN max(hi%s) < %s THEN min(%s)\n            ELSE %s END AS %s',
                       r.ord, v_big, _measure.hour_tier_rate(r.rate, 'lo' || r.ord), format(v_exact, 'min'), r.min_col)
             || format(E',\n       CASE WHEN max(hi%s) < %s THEN max(%s)\n            ELSE %s END AS %s',
                       r.ord, v_big, _measure.hour_tier_rate(r.rate, 'hi' || r.ord), format(v_exact, 'max'), r.max_col);
     END LOOP;
-    IF p_form = 'continuous' THEN
-        RETURN format(E'SELECT system_id, entity_id, measurement_id,\n'
-                      || E'       time_bucket(INTERVAL ''1 hour'', from_at) AS hour_at,\n'
-                      || E'       min(cpu) AS cpu, count(*) AS samples, sum(delta_us) AS elapsed_us,\n'
-                      || E'       min(from_at) AS first_from_at, max(to_at) AS last_to_at%s\n'
-                      || E'  FROM _measure.interval_record\n'
-                      || E' WHERE type_code = %s\n'
-                      || E' GROUP BY system_id, entity_id, measurement_id, hour_at', v_one, v_code);
-    END IF;
     RETURN format(E'SELECT system_id, entity_id, measurement_id, hour_at,\n'
                   || E'       min(cpu) AS cpu, sum(n)::bigint AS samples, sum(delta_us * n) AS elapsed_us,\n'
                   || E'       min(first_from_at) AS first_from_at, max(last_to_at) AS last_to_at%s\n'
                   || E'  FROM (SELECT system_id, entity_id, measurement_id, hour_at, delta_us, min(cpu) AS cpu,\n'
                   || E'               count(*) AS n, min(from_at) AS first_from_at, max(to_at) AS last_to_at%s\n'
-                  || E'          FROM (SELECT system_id, entity_id, measurement_id,\n'
-                  || E'                       date_bin(INTERVAL ''1 hour'', from_at, TIMESTAMPTZ ''2000-01-01 00:00:00+00'') AS hour_at,\n'
-                  || E'                       delta_us, cpu, from_at, to_at%s\n'
-                  || E'                  FROM _measure.interval_record\n'
-                  || E'                 WHERE type_code = %s\n'
-                  || E'                   AND system_id = p_system\n'
-                  || E'                   AND from_at >= (SELECT min(h) FROM unnest(p_hours) h)\n'
-                  || E'                   AND from_at < (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL ''1 hour''\n'
-                  || E'                   AND date_bin(INTERVAL ''1 hour'', from_at, TIMESTAMPTZ ''2000-01-01 00:00:00+00'') = ANY (p_hours)\n'
+                  || E'          FROM (SELECT ir.system_id, ir.entity_id, ir.measurement_id, ir.hour_at,\n'
+                  || E'                       ir.delta_us, ir.cpu, ir.from_at, ir.to_at%s\n'
+                  || E'                  FROM _measure.intervals(p_system, %s::smallint,\n'
+                  || E'                           (SELECT min(h) FROM unnest(p_hours) h),\n'
+                  || E'                           (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL ''1 hour'') ir\n'
+                  || E'                 WHERE ir.hour_at = ANY (p_hours)\n'
                   || E'                OFFSET 0) r\n'
                   || E'         GROUP BY system_id, entity_id, measurement_id, hour_at, delta_us) d\n'
                   || E' GROUP BY system_id, entity_id, measurement_id, hour_at', v_outer, v_inner, v_col, v_code);
 END
 $$;
-GRANT EXECUTE ON FUNCTION _measure.hour_tier_sql(text, text) TO measure_writer;
+DROP FUNCTION IF EXISTS _measure.hour_tier_sql(text, text);
+GRANT EXECUTE ON FUNCTION _measure.hour_tier_sql(text) TO measure_writer;
 
 -- ---------------------------------------------------------------- one measurement per hour
 
@@ -643,7 +615,18 @@ RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
+    v_kept timestamptz;
+    v_fresh timestamptz[];
 BEGIN
+    -- hours whose hour tiers retention dropped keep everything above them as it is
+    v_kept := _measure.horizon('hour');
+    IF EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h < v_kept) THEN
+        v_fresh := _measure.fresh_hours(p_system, NULL, p_hours);
+        p_hours := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= v_kept OR h = ANY (v_fresh));
+    END IF;
+    IF cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
     IF to_regclass('pg_temp._aff_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
         CREATE TEMP TABLE _aff_shift (shift_day date, shift_no smallint,
                                       start_at timestamptz, end_at timestamptz)
@@ -740,48 +723,7 @@ BEGIN
 END
 $backfill$;
 
--- Why raw data older than p_cutoff may not be dropped yet (NULL: it may).
-CREATE OR REPLACE FUNCTION _measure.purge_blocker(p_cutoff timestamptz)
-RETURNS text LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_n bigint;
-    v_first timestamptz;
-    v_type text;
-BEGIN
-    SELECT count(*), min(hour_at) INTO v_n, v_first FROM _measure.tier_dirty
-     WHERE hour_at < p_cutoff;
-    IF v_n > 0 THEN
-        RETURN format('%s hour(s) before %s are not condensed yet (first %s); run '
-                      'SELECT _measure.condense() (TimescaleDB: wait for the tiers job) and retry',
-                      v_n, p_cutoff, v_first);
-    END IF;
-    SELECT t.entity, min(ir.from_at) INTO v_type, v_first
-      FROM _measure.interval_record ir
-      JOIN _measure.entity_type t USING (type_code)
-     WHERE ir.from_at < p_cutoff
-       AND t.entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf')
-       AND NOT EXISTS (
-           SELECT 1 FROM (
-               SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.cpu_hour
-               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.disc_hour
-               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.line_hour
-               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.process_hour
-               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.userdef_hour
-               UNION ALL SELECT system_id, entity_id, measurement_id, hour_at FROM _measure.tmf_hour) h
-            WHERE h.system_id = ir.system_id AND h.entity_id = ir.entity_id
-              AND h.measurement_id = ir.measurement_id
-              AND h.hour_at = date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00'))
-     GROUP BY t.entity
-     ORDER BY min(ir.from_at)
-     LIMIT 1;
-    IF v_type IS NOT NULL THEN
-        RETURN format('%s interval records from %s on have no hour tier yet; mark them with '
-                      '_measure.note_intervals(...) and condense before purging', v_type, v_first);
-    END IF;
-    RETURN NULL;
-END
-$$;
-GRANT EXECUTE ON FUNCTION _measure.purge_blocker(timestamptz) TO measure_writer;
+DROP FUNCTION IF EXISTS _measure.purge_blocker(timestamptz);  -- retention: 026-retention.sql
 
 -- ---------------------------------------------------------------- public shift/month/year views
 

@@ -11,13 +11,6 @@
 -- `SET measuredb.record_tiers = off` makes every window read interval records only (tests
 -- and benchmarks compare the two).
 
--- Interval records before this time were dropped by retention (_measure.raw_horizon): the
--- tiers of earlier hours are kept as they are, never recomputed from what is left.
-CREATE OR REPLACE FUNCTION _measure.raw_horizon()
-RETURNS timestamptz LANGUAGE sql STABLE
-RETURN coalesce((SELECT h.purged_before FROM _measure.raw_horizon h), TIMESTAMPTZ '-infinity');
-GRANT EXECUTE ON FUNCTION _measure.raw_horizon() TO measure_writer;
-
 -- The bin of an interval's mean response r / n (microseconds): bin k holds the means in
 -- (1.01^(k-1), 1.01^k]; means below 1 microsecond fall in bin 0. (Not STRICT: a STRICT
 -- function whose body is not is never inlined, which cost 2 microseconds a record.)
@@ -57,14 +50,12 @@ BEGIN
     RETURN QUERY EXECUTE format($q$
         WITH r AS (
             SELECT ir.entity_id, ir.record_at, ir.measurement_id,
-                   date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-                   min(ir.cpu) AS cpu, min(ir.from_at) AS first_at, max(ir.to_at) AS last_at,
+                   ir.hour_at, min(ir.cpu) AS cpu, min(ir.from_at) AS first_at, max(ir.to_at) AS last_at,
                    count(*)::integer AS samples, sum(ir.delta_us)::bigint AS run_us, %s AS counters
               FROM unnest($3, $4) w (lo, hi)
              CROSS JOIN LATERAL (
-                   SELECT * FROM _measure.interval_record ir
-                    WHERE ir.system_id = $1 AND ir.type_code = $2 AND ir.from_at >= w.lo AND ir.from_at < w.hi
-                      AND ($5 IS NULL OR ir.measurement_id = $5)
+                   SELECT * FROM _measure.intervals($1, $2, w.lo, w.hi) ir
+                    WHERE $5 IS NULL OR ir.measurement_id = $5
                     OFFSET 0) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
@@ -76,7 +67,7 @@ BEGIN
         SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.best, r.cpu, r.first_at,
                r.last_at, r.samples, r.run_us, r.counters
           FROM r JOIN m USING (entity_id, hour_at, measurement_id)$q$,
-        _measure.record_sums_sql(p_type, 'ir.counters', true, '::bigint'))
+        _measure.record_sums_sql(p_type, 'ir.c[ir.i]', true, '::bigint'))
     USING p_system, p_type, p_lo, p_hi, p_measurement;
 END
 $fn$;
@@ -110,15 +101,10 @@ BEGIN
     FOR s IN SELECT * FROM _measure.response_source ORDER BY ord LOOP
         RETURN QUERY
         WITH x AS MATERIALIZED (
-            SELECT ir.entity_id, ir.measurement_id,
-                   date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-                   ir.delta_us, ir.counters[s.tpos] AS n, greatest(ir.counters[s.rpos], 0) AS r
+            SELECT ir.entity_id, ir.measurement_id, ir.hour_at, ir.delta_us,
+                   ir.c[ir.i][s.tpos] AS n, greatest(ir.c[ir.i][s.rpos], 0) AS r
               FROM unnest(p_lo, p_hi) w (lo, hi)
-             CROSS JOIN LATERAL (
-                   SELECT * FROM _measure.interval_record i
-                    WHERE i.system_id = p_system AND i.type_code = s.type_code
-                      AND i.from_at >= w.lo AND i.from_at < w.hi
-                    OFFSET 0) ir),
+             CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi) ir),
         best AS (
             SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
               FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
@@ -212,24 +198,30 @@ BEGIN
     v_months := ARRAY(SELECT DISTINCT date_trunc('month', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
     v_types := ARRAY(SELECT t.type_code FROM _measure.record_tier_type r
                        JOIN _measure.entity_type t USING (entity) ORDER BY 1);
-    -- hour rows from interval records, of the hours whose records retention kept
-    v_fresh := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= _measure.raw_horizon());
-    DELETE FROM _measure.record_tier t
-     WHERE t.system_id = p_system AND t.type_code = ANY (v_types) AND t.grain = 'h' AND t.bucket_at = ANY (v_fresh);
-    DELETE FROM _measure.response_hist h
-     WHERE h.system_id = p_system AND h.grain = 'h' AND h.bucket_at = ANY (v_fresh);
-    -- a day at a time (a backlog of hundreds of hours stays a day's work in memory)
-    FOREACH v_day IN ARRAY v_days LOOP
-        v_lo := ARRAY(SELECT h FROM unnest(v_fresh) h WHERE date_trunc('day', h, 'UTC') = v_day ORDER BY 1);
-        CONTINUE WHEN cardinality(v_lo) = 0;
-        v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(v_lo) h ORDER BY 1);
-        FOREACH v_type IN ARRAY v_types LOOP
+    -- hour rows from interval runs, of the hours whose runs retention kept (per entity type)
+    FOREACH v_type IN ARRAY v_types LOOP
+        v_fresh := _measure.fresh_hours(p_system, v_type, p_hours);
+        DELETE FROM _measure.record_tier t
+         WHERE t.system_id = p_system AND t.type_code = v_type AND t.grain = 'h' AND t.bucket_at = ANY (v_fresh);
+        -- a day at a time (a backlog of hundreds of hours stays a day's work in memory)
+        FOREACH v_day IN ARRAY v_days LOOP
+            v_lo := ARRAY(SELECT h FROM unnest(v_fresh) h WHERE date_trunc('day', h, 'UTC') = v_day ORDER BY 1);
+            CONTINUE WHEN cardinality(v_lo) = 0;
+            v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(v_lo) h ORDER BY 1);
             INSERT INTO _measure.record_tier (system_id, type_code, grain, bucket_at, entity_id, record_at,
                                               measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
             SELECT p_system, v_type, 'h', r.hour_at, r.entity_id, r.record_at, r.measurement_id, r.best, r.cpu,
                    r.first_at, r.last_at, r.samples, r.run_us, r.counters
               FROM _measure.record_rows(p_system, v_type, v_lo, v_hi, NULL) r;
         END LOOP;
+    END LOOP;
+    v_fresh := _measure.fresh_hours(p_system, NULL, p_hours);
+    DELETE FROM _measure.response_hist h
+     WHERE h.system_id = p_system AND h.grain = 'h' AND h.bucket_at = ANY (v_fresh);
+    FOREACH v_day IN ARRAY v_days LOOP
+        v_lo := ARRAY(SELECT h FROM unnest(v_fresh) h WHERE date_trunc('day', h, 'UTC') = v_day ORDER BY 1);
+        CONTINUE WHEN cardinality(v_lo) = 0;
+        v_hi := ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest(v_lo) h ORDER BY 1);
         INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
                                             response_us, mean_max_us)
         SELECT p_system, r.type_code, 'h', r.hour_at, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
@@ -422,19 +414,17 @@ BEGIN
     IF p_lo IS NULL OR cardinality(p_lo) = 0 OR v_type IS NULL THEN
         RETURN;
     END IF;
-    v_sums := replace(_measure.record_sums_sql(v_type, 'ir.counters', true, '::bigint'), ')::bigint',
+    v_sums := replace(_measure.record_sums_sql(v_type, 'ir.c[ir.i]', true, '::bigint'), ')::bigint',
                       ') FILTER (WHERE io)::bigint');
     RETURN QUERY EXECUTE format($q$
         WITH r AS (
             SELECT ir.entity_id, ir.record_at, ir.measurement_id, ir.hour_at, sum(ir.delta_us) AS run,
                    count(*) FILTER (WHERE io)::integer AS samples, %s AS counters
-              FROM (SELECT ir.*, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-                           greatest(ir.counters[%s], 0) + greatest(ir.counters[%s], 0) > 0 AS io
+              FROM (SELECT ir.*, greatest(ir.c[ir.i][%s], 0) + greatest(ir.c[ir.i][%s], 0) > 0 AS io
                       FROM unnest($2, $3) w (lo, hi)
                      CROSS JOIN LATERAL (
-                           SELECT * FROM _measure.interval_record ir
-                            WHERE ir.system_id = $1 AND ir.type_code = $5 AND ir.from_at >= w.lo
-                              AND ir.from_at < w.hi AND ($4 IS NULL OR ir.measurement_id = $4)
+                           SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi) ir
+                            WHERE $4 IS NULL OR ir.measurement_id = $4
                             OFFSET 0) ir) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
@@ -483,7 +473,7 @@ BEGIN
         RETURN;
     END IF;
     v_sums := _measure.record_sums_sql(v_type, 'r.counters', false, '::bigint');
-    v_fresh := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= _measure.raw_horizon());
+    v_fresh := _measure.fresh_hours(p_system, v_type, p_hours);
     DELETE FROM _measure.discopen_file_tier f
      WHERE f.system_id = p_system AND f.grain = 'h' AND f.bucket_at = ANY (v_fresh);
     FOR v_day IN SELECT DISTINCT date_trunc('day', h, 'UTC') FROM unnest(v_fresh) h ORDER BY 1 LOOP

@@ -18,14 +18,63 @@ SELECT e.entity_id, e.system_id, e.type_code, t.entity, e.key, e.ids, e.cpu, e.f
   FROM _measure.entity e JOIN _measure.entity_type t USING (type_code);
 GRANT SELECT ON measure.entity TO measure_writer, measure_api, measure_reader;
 
--- Interval (structured) records, as stored: counter deltas in catalogue order (value at
--- to_at for snapshot, maxq and maxvalue counters). Initial-value copies are already
--- subtracted (collector/measure/copies.py).
-CREATE OR REPLACE VIEW measure.interval_record AS
-SELECT measurement_id, entity_id, record_at, from_at, to_at, delta_us, closing_kind,
+-- Interval runs as stored (schema/100-interval-runs*.sql): consecutive interval records of one
+-- counter record within one UTC hour, counters[i][p] = counter p of interval i.
+CREATE OR REPLACE VIEW measure.interval_run AS
+SELECT measurement_id, entity_id, record_at, from_at,
+       from_at + n * delta_us * INTERVAL '1 microsecond' AS to_at, delta_us, n, closing_kind,
        system_id, type_code, cpu, error, counters
-  FROM _measure.interval_record;
+  FROM _measure.interval_run;
+GRANT SELECT ON measure.interval_run TO measure_writer, measure_api, measure_reader;
+
+-- Interval (structured) records, one row each as in 1986: counter deltas in catalogue order
+-- (value at to_at for snapshot, maxq and maxvalue counters; at from_at for STARTING-…).
+-- Initial-value copies are already subtracted (collector/measure/copies.py). Unpacked from the
+-- runs (015-runs.sql): for selective reads (a measurement, an entity); product code reads the
+-- runs.
+CREATE OR REPLACE VIEW measure.interval_record AS
+SELECT * FROM _measure.interval_record;
 GRANT SELECT ON measure.interval_record TO measure_writer, measure_api, measure_reader;
+
+-- Counter-record copies, cumulative, as MEASCTL took them (copy_kind 1 start, 2 initial
+-- value, 3 interval, 4 entity-stop, 5 stop), derived: the copies that close no interval are
+-- stored (_measure.extra_copy); the copy closing interval i of a run is its chain's base (the
+-- copy that opened the chain's first run of the UTC day) plus the deltas up to i for delta
+-- counters, interval i's value for level counters, and for STARTING-… snapshots the next
+-- interval's (the run's tail after its last one). The same rows the collector copied.
+CREATE OR REPLACE VIEW measure.counter_copy AS
+WITH runs AS (
+    SELECT s.*, count(s.base) OVER (PARTITION BY s.measurement_id, s.entity_id, s.record_at
+                                    ORDER BY s.from_at) AS chain
+      FROM _measure.interval_run s),
+vals AS (
+    SELECT r.measurement_id, r.entity_id, r.record_at, r.system_id, r.type_code, r.cpu, r.error, r.chain,
+           r.from_at + g.i * r.delta_us * INTERVAL '1 microsecond' AS copy_at,
+           CASE WHEN g.i = r.n THEN r.closing_kind ELSE 3::smallint END AS copy_kind,
+           r.from_at AS run_from, g.i, k.position, k.role, r.base[k.position] AS base_v,
+           CASE WHEN k.role <> 'start' THEN d.c[g.i][k.position]
+                WHEN g.i < r.n THEN d.c[g.i + 1][k.position]
+                ELSE r.tail[k.tail_index] END AS v
+      FROM runs r
+     CROSS JOIN LATERAL (SELECT r.counters || '{}'::bigint[] AS c OFFSET 0) d
+     CROSS JOIN LATERAL generate_series(1, r.n) g (i)
+      JOIN _measure.counter_role k ON k.type_code = r.type_code),
+cum AS (
+    SELECT v.*, CASE WHEN v.role = 'delta'
+                     THEN max(v.base_v) OVER c + sum(v.v) OVER (c ORDER BY v.run_from, v.i)
+                     ELSE v.v END AS value
+      FROM vals v
+    WINDOW c AS (PARTITION BY v.measurement_id, v.entity_id, v.record_at, v.chain, v.position))
+SELECT cum.measurement_id, cum.entity_id, cum.record_at, cum.copy_at, cum.copy_kind, cum.system_id,
+       cum.type_code, cum.cpu, cum.error, array_agg(cum.value::bigint ORDER BY cum.position) AS counters
+  FROM cum
+ GROUP BY cum.measurement_id, cum.entity_id, cum.record_at, cum.copy_at, cum.copy_kind, cum.system_id,
+          cum.type_code, cum.cpu, cum.error
+UNION ALL
+SELECT x.measurement_id, x.entity_id, x.record_at, x.copy_at, x.copy_kind, x.system_id, x.type_code, x.cpu,
+       x.error, x.counters
+  FROM _measure.extra_copy x;
+GRANT SELECT ON measure.counter_copy TO measure_writer, measure_api, measure_reader;
 
 -- ---------------------------------------------------------------- measurements (MEASCONTROL)
 
@@ -157,13 +206,13 @@ BEGIN
         RAISE EXCEPTION 'measurement % is %; stop it before deleting it', p_id, v_state
             USING ERRCODE = '55000', COLUMN = 'measurement_id';
     END IF;
-    -- its hours are condensed again without it (tiers of hours whose records are gone stay)
+    -- its hours are condensed again without it (tiers of hours whose runs are gone stay)
     INSERT INTO _measure.tier_dirty AS d (system_id, hour_at)
-    SELECT DISTINCT ir.system_id, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')
-      FROM _measure.interval_record ir WHERE ir.measurement_id = p_id
+    SELECT DISTINCT r.system_id, _measure.hour_of(r.from_at)
+      FROM _measure.interval_run r WHERE r.measurement_id = p_id
     ON CONFLICT (system_id, hour_at) DO UPDATE SET noted_at = now();
-    DELETE FROM _measure.interval_record WHERE measurement_id = p_id;
-    DELETE FROM _measure.counter_copy WHERE measurement_id = p_id;
+    DELETE FROM _measure.interval_run WHERE measurement_id = p_id;
+    DELETE FROM _measure.extra_copy WHERE measurement_id = p_id;
     DELETE FROM _measure.record_tier WHERE measurement_id = p_id;
     DELETE FROM _measure.discopen_file_tier WHERE measurement_id = p_id;
     DELETE FROM _measure.discopen_open_hours WHERE measurement_id = p_id;

@@ -11,12 +11,11 @@
 -- answer) and the control requests (the API's requests to the collector).
 --
 -- Tables added by later versioned files get their trigger when this file is applied again
--- (it runs after them on every start). With TimescaleDB the triggers sit on the hypertables
--- (statement-level triggers fire on the hypertable for rows in any chunk) and on the
--- materialization hypertables of the hour aggregates, which the tiers job refreshes.
--- Not notified there: drop_chunks of raw data past retention (_measure.purge); those days
--- were condensed long before and a live collector's next slice (one step later) empties the
--- caches anyway.
+-- (it runs after them on every start). The interval runs are partitioned (plain) or a
+-- hypertable: the trigger sits on the parent, and statement-level triggers fire there for
+-- rows in any partition or chunk. Not notified: dropping whole days of runs past retention
+-- (_measure.retention_run); those days were condensed long before, and retention deletes
+-- tier rows with ordinary statements, which notify.
 
 CREATE OR REPLACE FUNCTION _measure.notify_data_changed()
 RETURNS trigger LANGUAGE plpgsql AS $$
@@ -30,25 +29,17 @@ REVOKE ALL ON FUNCTION _measure.notify_data_changed() FROM PUBLIC;
 DO $$
 DECLARE
     v_hyper regclass[] := '{}';  -- hypertables: no TRUNCATE trigger (nothing truncates them)
-    v_mat regclass[] := '{}';    -- materialization hypertables of the hour aggregates
     r record;
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'timescaledb') THEN
         EXECUTE 'SELECT coalesce(array_agg(format(''%I.%I'', hypertable_schema, hypertable_name)::regclass), ''{}'')'
                 '  FROM timescaledb_information.hypertables' INTO v_hyper;
-        EXECUTE 'SELECT coalesce(array_agg(format(''%I.%I'', materialization_hypertable_schema,'
-                '                                 materialization_hypertable_name)::regclass), ''{}'')'
-                '  FROM timescaledb_information.continuous_aggregates WHERE view_schema = ''_measure'''
-           INTO v_mat;
-        v_hyper := v_hyper || v_mat;
     END IF;
     FOR r IN
         SELECT c.oid::regclass AS rel, CASE WHEN c.relname = 'api_token' THEN 'token' ELSE 'data' END AS payload
           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = '_measure' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
            AND c.relname NOT IN ('collector_heartbeat', 'collector_state', 'control_request')
-        UNION
-        SELECT m, 'data' FROM unnest(v_mat) m
     LOOP
         EXECUTE format('CREATE OR REPLACE TRIGGER api_cache_notify AFTER INSERT OR UPDATE%s OR DELETE%s ON %s '
                        'FOR EACH STATEMENT EXECUTE FUNCTION _measure.notify_data_changed(%L)',

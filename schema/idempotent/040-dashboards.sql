@@ -947,18 +947,16 @@ BEGIN
     INSERT INTO _term_hour (system_id, hour_at, entity_id, measurement_id, samples, elapsed_us, requests, reads,
                             writes, transactions, input_bytes, output_bytes, response_us, response_max_us)
     SELECT DISTINCT ON (x.entity_id, x.hour_at) x.*
-      FROM (SELECT p_system, date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-                   ir.entity_id, ir.measurement_id, count(*)::integer, sum(ir.delta_us) AS elapsed_us,
-                   sum(greatest(ir.counters[c_req], 0)), sum(greatest(ir.counters[c_reads], 0)),
-                   sum(greatest(ir.counters[c_writes], 0)), sum(greatest(ir.counters[c_trans], 0)),
-                   sum(greatest(ir.counters[c_in], 0)), sum(greatest(ir.counters[c_out], 0)),
-                   sum(greatest(ir.counters[c_resp], 0)),
-                   max(greatest(ir.counters[c_resp], 0)::numeric / nullif(greatest(ir.counters[c_trans], 0), 0))
-              FROM _measure.interval_record ir
-             WHERE ir.system_id = p_system AND ir.type_code = v_type
-               AND ir.from_at >= (SELECT min(h) FROM unnest(p_hours) h)
-               AND ir.from_at < (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour'
-               AND date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') = ANY (p_hours)
+      FROM (SELECT p_system, ir.hour_at, ir.entity_id, ir.measurement_id, count(*)::integer,
+                   sum(ir.delta_us) AS elapsed_us,
+                   sum(greatest(ir.c[ir.i][c_req], 0)), sum(greatest(ir.c[ir.i][c_reads], 0)),
+                   sum(greatest(ir.c[ir.i][c_writes], 0)), sum(greatest(ir.c[ir.i][c_trans], 0)),
+                   sum(greatest(ir.c[ir.i][c_in], 0)), sum(greatest(ir.c[ir.i][c_out], 0)),
+                   sum(greatest(ir.c[ir.i][c_resp], 0)),
+                   max(greatest(ir.c[ir.i][c_resp], 0)::numeric / nullif(greatest(ir.c[ir.i][c_trans], 0), 0))
+              FROM _measure.intervals(p_system, v_type, (SELECT min(h) FROM unnest(p_hours) h),
+                                      (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') ir
+             WHERE ir.hour_at = ANY (p_hours)
              GROUP BY ir.entity_id, ir.measurement_id, 2) x
      ORDER BY x.entity_id, x.hour_at, x.elapsed_us DESC, x.measurement_id;
     IF NOT FOUND THEN

@@ -52,12 +52,11 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     hours AS (
         SELECT h AS hour_at FROM sys, generate_series(sys.lo, sys.hi - INTERVAL '1 hour', INTERVAL '1 hour') h),
     raw AS (
-        SELECT date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at,
-               count(DISTINCT ir.entity_id)::integer AS n
-          FROM sys, _measure.interval_record ir
-         WHERE ir.system_id = sys.id AND ir.from_at >= sys.lo AND ir.from_at < sys.hi
-           AND ir.type_code IN (SELECT type_code FROM _measure.entity_type
-                                 WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf'))
+        SELECT _measure.hour_of(r.from_at) AS hour_at, count(DISTINCT r.entity_id)::integer AS n
+          FROM sys, _measure.interval_run r
+         WHERE r.system_id = sys.id AND r.from_at >= sys.lo AND r.from_at < sys.hi
+           AND r.type_code IN (SELECT type_code FROM _measure.entity_type
+                                WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf'))
          GROUP BY 1),
     tier AS (
         SELECT t.hour_at, count(DISTINCT t.entity_id)::integer AS n,

@@ -328,7 +328,7 @@ def test_every_table_that_answers_come_from_notifies(api_db_url) -> None:
     with psycopg.connect(api_db_url) as c:
         missing = c.execute("""
             SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = '_measure' AND c.relkind = 'r'
+             WHERE n.nspname = '_measure' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
                AND c.relname NOT IN ('collector_heartbeat', 'collector_state', 'control_request')
                AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'api_cache_notify')
         """).fetchall()

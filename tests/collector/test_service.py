@@ -27,7 +27,7 @@ def snapshot(url: str) -> list[tuple]:
         copies = c.execute(
             "SELECT e.key, r.type_code, r.copy_kind, _measure.timestamptz_to_us(r.record_at),"
             " _measure.timestamptz_to_us(r.copy_at), r.counters"
-            " FROM _measure.counter_copy r JOIN _measure.entity e USING (entity_id)"
+            " FROM measure.counter_copy r JOIN _measure.entity e USING (entity_id)"
             " ORDER BY 2, 1, 4, 5, 3").fetchall()
         intervals = c.execute(
             "SELECT e.key, r.type_code, _measure.timestamptz_to_us(r.from_at), r.delta_us, r.counters"

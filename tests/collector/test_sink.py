@@ -60,7 +60,7 @@ def test_rows_round_trip_exactly(target: str, tmp_path: Path) -> None:
     with psycopg.connect(target) as c:
         rows = c.execute(
             "SELECT e.key, r.copy_kind, _measure.timestamptz_to_us(r.copy_at) - %s, r.counters "
-            "FROM _measure.counter_copy r JOIN _measure.entity e USING (entity_id) "
+            "FROM measure.counter_copy r JOIN _measure.entity e USING (entity_id) "
             "WHERE r.type_code = 1 ORDER BY 3, 1", (T0,)).fetchall()
         busy = CAT.entity("cpu").index("cpu_busy_time")
         assert [(k, kind, t // SECOND, v[busy]) for k, kind, t, v in rows] == [
@@ -83,7 +83,7 @@ def test_rows_round_trip_exactly(target: str, tmp_path: Path) -> None:
 
 def counts(url: str) -> tuple[int, int]:
     with psycopg.connect(url) as c:
-        return (c.execute("SELECT count(*) FROM _measure.counter_copy").fetchone()[0],
+        return (c.execute("SELECT count(*) FROM measure.counter_copy").fetchone()[0],
                 c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0])
 
 

@@ -130,12 +130,16 @@ def test_timescale_on_without_the_extension_is_a_clear_error(fresh_database) -> 
     url = fresh_database("_runner_ts")
     with psycopg.connect(url) as c:
         available = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'").fetchone()
-    if available:  # a server with TimescaleDB: `on` must build the hypertable branch
+        preloaded = "timescaledb" in c.execute("SHOW shared_preload_libraries").fetchone()[0]
+    if available and preloaded:  # a server with TimescaleDB: `on` must build the hypertable branch
         assert runner.apply(url, mode="on").timescaledb is True
         return
-    with pytest.raises(runner.SchemaError, match="has no timescaledb extension"):
+    message = "shared_preload_libraries=timescaledb" if available else "has no timescaledb extension"
+    with pytest.raises(runner.SchemaError, match=message):
         runner.apply(url, mode="on")
     assert runner.status(url)["database_version"] is None
+    if available:  # installed but not preloaded: `auto` builds the plain branch (the session survives)
+        assert runner.apply(url, mode="auto").timescaledb is False
 
 
 def test_read_only_role_cannot_write_storage(db_url: str) -> None:

@@ -100,26 +100,76 @@ def test_late_data_recomputes_exactly_the_affected_buckets(db, conn) -> None:
     assert after["year"][0] == (0, D("43.75"))
 
 
-def test_retention_refuses_until_tiers_are_complete(db, conn) -> None:
+def retention(conn, keep: str, now) -> dict:
+    conn.execute("SELECT _measure.retention_set('raw', %s::interval)", (keep,))
+    return conn.execute("SELECT _measure.retention_run(false, %s, 'test')", (now,)).fetchone()[0]
+
+
+def test_retention_holds_back_days_until_their_tiers_are_complete(db, conn) -> None:
     now = data.t(30, 0)
-    db.cpu("A", 1, data.t(20, 9), 60, busy=5)                 # stored, never noted nor condensed
-    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cpu interval records .* no hour tier"):
-        conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (now,))
-    conn.rollback()
-    db = data.load(conn)
-    conn.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (db.system_id, data.t(20, 9), data.t(20, 9)))
-    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="not condensed yet"):
-        conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (now,))
-    conn.rollback()
-    db = data.load(conn)
-    before = rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day")
-    n_raw = conn.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
-    assert rows(conn, "SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", now) == [(0, n_raw)]
-    assert rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day") == before
+    db.cpu("A", 1, data.t(20, 9), 60, busy=5)                 # stored and noted, not condensed
+    before_parts = rows(conn, "SELECT part::text FROM _measure.run_parts() ORDER BY lo")
+    out = retention(conn, "5 days", now)
+    assert [(h["class"], h["first_hour"]) for h in out["held_back"]] == [("raw", "2024-03-20T09:00:00+00:00")]
+    held = out["held_back"][0]
+    assert held["hours"] == ["2024-03-20T09:00:00+00:00"] and "not condensed" in held["reason"]
+    # the days before the held one went, the held one and every later one stayed
+    kept = rows(conn, "SELECT part::text FROM _measure.run_parts() ORDER BY lo")
+    assert kept == [p for p in before_parts if p[0] >= "_measure.interval_run_p20240320"]
+    assert [r["object"] for r in out["removed"] if r["class"] == "raw"] == [
+        "_measure.interval_run_p20240310", "_measure.extra_copy"]
+    # once condensed, the rest goes up to the cut-off (03-25) and the tiers stay as they were
+    db.note_and_condense(data.t(20, 9), data.t(20, 9))
+    shifts = rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day")
+    n_intervals = conn.execute("SELECT sum(n) FROM _measure.interval_run").fetchone()[0]
+    out = retention(conn, "5 days", now)
+    assert out["held_back"] == []
+    assert sum(r.get("intervals", 0) for r in out["removed"]) == n_intervals
+    assert rows(conn, "SELECT count(*) FROM _measure.interval_run") == [(0,)]
+    assert rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day") == shifts
+    assert rows(conn, "SELECT purged_before FROM _measure.purged WHERE class = 'raw'") == [(data.t(21, 0),)]
+    # every purge is logged with what it removed
+    log = rows(conn, "SELECT dry_run, requested_by, jsonb_array_length(removed) > 0 FROM _measure.purge_log ORDER BY purge_id")
+    assert log == [(False, "test", True), (False, "test", True)]
+
+
+def test_retention_dry_run_changes_nothing(db, conn) -> None:
+    conn.execute("SELECT _measure.retention_set('raw', '5 days')")
+    parts = rows(conn, "SELECT part::text FROM _measure.run_parts()")
+    out = conn.execute("SELECT _measure.retention_run(true, %s, 'test')", (data.t(30, 0),)).fetchone()[0]
+    assert out["dry_run"] and [r["class"] for r in out["removed"]][:1] == ["raw"]
+    assert rows(conn, "SELECT part::text FROM _measure.run_parts()") == parts
+    assert rows(conn, "SELECT count(*) FROM _measure.purged") == [(0,)]
+
+
+def test_retention_policy_is_validated(conn) -> None:
+    for cls, keep, message in [("raw", "12 hours", "at least 1 day"), ("nosuch", "1 day", "unknown retention class"),
+                               ("raw", None, "cannot be kept for ever"),
+                               ("hour", "10 days", "at least .* longer than raw"),
+                               ("day", "401 days", "at least 31 days longer than hour")]:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            conn.execute("SELECT _measure.retention_set(%s, %s::interval)", (cls, keep))
+        conn.rollback()
+    assert rows(conn, "SELECT class, keep FROM _measure.retention_set('raw', '90 days')")[0] == (
+        "raw", __import__("datetime").timedelta(days=90))
+
+
+def test_tier_retention_drops_old_hours_and_keeps_the_upper_tiers(db, conn) -> None:
+    conn.execute("SELECT _measure.retention_set('raw', '5 days')")
+    conn.execute("SELECT _measure.retention_set('hour', '8 days')")
+    months = rows(conn, "SELECT * FROM measure.cpu_month ORDER BY cpu, month")
+    shifts = rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day")
+    out = conn.execute("SELECT _measure.retention_run(false, %s, 'test')", (data.t(30, 0),)).fetchone()[0]
+    assert "_measure.cpu_hour" in [r["object"] for r in out["removed"] if r["class"] == "hour"]
+    assert rows(conn, "SELECT count(*) FROM _measure.cpu_hour WHERE hour_at < %s", data.t(22, 0)) == [(0,)]
+    # recondensing the purged period keeps what lies above it
+    conn.execute("SELECT _measure.recondense(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
+    assert rows(conn, "SELECT * FROM measure.cpu_month ORDER BY cpu, month") == months
+    assert rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day") == shifts
 
 
 def test_recondensing_after_retention_keeps_the_tiers_of_purged_hours(db, conn) -> None:
-    # the hour and record tiers of hours whose interval records are gone are kept as condensed:
+    # the hour and record tiers of hours whose interval runs are gone are kept as condensed:
     # recondensing them (after a shift edit, say) recomputes only what lies above them
     window = (data.SYSTEM, data.t(10, 0), data.t(11, 0))
 
@@ -132,82 +182,72 @@ def test_recondensing_after_retention_keeps_the_tiers_of_purged_hours(db, conn) 
 
     before = state()
     assert before["summary"] and before["files"] and before["hours"]
-    conn.execute("SELECT * FROM _measure.purge(INTERVAL '5 days', %s)", (data.t(30, 0),))
-    assert conn.execute("SELECT purged_before FROM _measure.raw_horizon").fetchone() == (data.t(25, 0),)
-    assert conn.execute("SELECT count(*) FROM _measure.interval_record").fetchone() == (0,)
+    retention(conn, "5 days", data.t(30, 0))
+    assert conn.execute("SELECT _measure.raw_horizon()").fetchone() == (data.t(21, 0),)
+    assert conn.execute("SELECT count(*) FROM _measure.interval_run WHERE from_at < %s", (data.t(21, 0),)).fetchone() == (0,)
     conn.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
     assert state() == before                                 # noted, not condensed: the tiers still answer
     conn.execute("SELECT _measure.recondense(%s::smallint, %s, %s)", (db.system_id, data.t(9, 0), data.t(21, 0)))
     assert state() == before
-    # a window's partial first hour before the cut-off counts whole (its records are gone)
+    # a window's partial first hour before the cut-off counts whole (its runs are gone)
     late_start = rows(conn, "SELECT * FROM measure.report_process_summary(%s, %s, %s)",
                       data.SYSTEM, data.t(10, 7, 20), data.t(11, 0))
     assert late_start == before["summary"]
-    # an hour after the cut-off is recomputed from its records as before
+    # an hour after the cut-off is recomputed from its runs as before
     db.cpu("A", 1, data.t(26, 9), 60, busy=5)
     db.note_and_condense(data.t(26, 9), data.t(26, 9))
     assert rows(conn, "SELECT cpu, busy_avg FROM measure.cpu_hour WHERE hour_at = %s", data.t(26, 9)) == [(1, 5)]
-
-
-def test_reader_reads_views_and_reports_and_nothing_else(db, conn) -> None:
-    conn.execute("SET ROLE measure_reader")
-    for view in ("cpu_hour", "cpu_shift", "cpu_month", "cpu_year", "disc_hour", "disc_shift",
-                 "line_hour", "process_hour", "userdef_month", "tmf_year", "threshold", "tier_item"):
-        conn.execute(f"SELECT * FROM measure.{view}").fetchall()
-    assert conn.execute("SELECT count(*) FROM measure.report_threshold(%s, '2024-03-09', 3)",
-                        (data.SYSTEM,)).fetchone() == (2,)
-    for forbidden in ("SELECT * FROM _measure.cpu_hour", "SELECT * FROM _measure.tier_shift",
-                      "SELECT * FROM _measure.threshold", "SELECT _measure.condense()"):
-        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
-            conn.execute(forbidden)
-
-
-def test_every_measure_object_is_readable_by_measure_reader(db, conn) -> None:
-    missing = rows(conn, """
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = 'measure' AND c.relkind IN ('v', 'r', 'm')
-           AND (c.relname ~ '_(hour|shift|month|year)$' OR c.relname IN ('threshold', 'tier_item'))
-           AND NOT has_table_privilege('measure_reader', c.oid, 'SELECT')
-        UNION ALL
-        SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-         WHERE n.nspname = 'measure' AND p.proname ~ '^(report_|loadid|breaks|system_id_of)'
-           AND NOT has_function_privilege('measure_reader', p.oid, 'EXECUTE')""")
-    assert missing == []
-
-
-# ---------------------------------------------------------------- the two branches
-
-def _targets(sql: str) -> list[str]:
-    stmt = pglast.parse_sql(sql)[0].stmt
-    select = getattr(stmt, "query", stmt)
-    if hasattr(select, "query"):
-        select = select.query
-    out = [pglast.stream.RawStream()(t) for t in select.targetList]
-    bucket = re.compile(r"time_bucket\(CAST\('1 hour' AS interval\), from_at\)"
-                        r"|date_bin\(CAST\('1 hour' AS interval\), from_at, "
-                        r"CAST\('2000-01-01 00:00:00\+00' AS timestamptz\)\)")
-    return [bucket.sub("BUCKET", t) for t in out]
+    # and history loaded again before the horizon is condensed, not ignored
+    db.cpu("A", 1, data.t(15, 9), 60, busy=7)
+    db.note_and_condense(data.t(15, 9), data.t(15, 9))
+    assert rows(conn, "SELECT cpu, busy_avg FROM measure.cpu_hour WHERE hour_at = %s", data.t(15, 9)) == [(1, 7)]
 
 
 ENTITIES = ("cpu", "disc", "line", "process", "userdef", "tmf")
 
 
-def test_the_continuous_aggregates_are_the_one_definition(conn) -> None:
-    # 010-tiers.timescale.sql is frozen; its aggregates must be exactly what the one
-    # definition of the hour tiers (_measure.hour_tier_sql) writes, from which the plain
-    # branch's functions are generated
-    ts = (SCHEMA / "010-tiers.timescale.sql").read_text()
+def _targets(sql: str) -> list[str]:
+    """The output column names of a SELECT."""
+    select = pglast.parse_sql(sql)[0].stmt
+    return [t.name or pglast.stream.RawStream()(t.val) for t in select.targetList]
+
+
+def test_the_hour_tier_functions_are_the_one_definition(conn) -> None:
+    # both engines condense with the generated _measure.<entity>_hour_rows functions, whose
+    # body is exactly what the one definition of the hour tiers (_measure.hour_tier_sql) writes
     for ent in ENTITIES:
-        cagg = re.search(rf"CREATE MATERIALIZED VIEW _measure\.{ent}_hour\n.*?\n(SELECT .*?)\nWITH NO DATA", ts, re.DOTALL)
-        generated = conn.execute("SELECT _measure.hour_tier_sql(%s, 'continuous')", (ent,)).fetchone()[0]
-        assert cagg, ent
-        assert _targets(cagg.group(1)) == _targets(generated), ent
-        assert cagg.group(1) == generated, ent  # the same text, comments included
+        body = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regprocedure",
+                            (f"_measure.{ent}_hour_rows(smallint, timestamptz[])",)).fetchone()[0]
+        generated = conn.execute("SELECT _measure.hour_tier_sql(%s)", (ent,)).fetchone()[0]
+        assert body == generated, ent
+        assert _targets(generated)[:9] == ["system_id", "entity_id", "measurement_id", "hour_at", "cpu",
+                                           "samples", "elapsed_us", "first_from_at", "last_to_at"], ent
 
 
-def test_generated_plain_functions_equal_the_continuous_aggregates_on_awkward_data(conn) -> None:
-    # records of one system over three hours: deltas of 10^12 and more (computed record by
-    # record), just below 10^12, negative (clamped), missing counters (a short array: NULL ->
+def _reference_hour_sql(conn, ent: str) -> str:
+    """The hour tier computed interval by interval, as the retired continuous aggregates did:
+    every interval's value (numeric) into min() and max()."""
+    rates = {"percent": "100.0 * {x} / delta_us", "queue": "{x}::numeric / delta_us",
+             "per_second": "1000000.0 * {x} / delta_us"}
+    cols = []
+    for pos, sum_col, rate, min_col, max_col in rows(conn, """
+            SELECT position, sum_col, rate, min_col, max_col FROM _measure.hour_tier_column
+             WHERE entity = %s ORDER BY ord""", ent):
+        x = f"greatest(counters[{pos}], 0)"
+        cols.append(f"sum({x}) AS {sum_col}")
+        if rate:
+            cols += [f"min({rates[rate].format(x=x)}) AS {min_col}", f"max({rates[rate].format(x=x)}) AS {max_col}"]
+    return (f"SELECT system_id, entity_id, measurement_id, date_bin(INTERVAL '1 hour', from_at, "
+            f"TIMESTAMPTZ '2000-01-01 00:00:00+00') AS hour_at, min(cpu) AS cpu, count(*) AS samples, "
+            f"sum(delta_us) AS elapsed_us, min(from_at) AS first_from_at, max(to_at) AS last_to_at, "
+            f"{', '.join(cols)} FROM _measure.interval_record WHERE type_code = "
+            f"(SELECT type_code FROM _measure.entity_type WHERE entity = '{ent}') "
+            f"GROUP BY system_id, entity_id, measurement_id, 4")
+
+
+def test_generated_hour_functions_equal_the_interval_by_interval_values_on_awkward_data(conn) -> None:
+    # records of one system over three hours: deltas of 10^12 and more (computed interval by
+    # interval), just below 10^12, negative (clamped), missing counters (a short array: NULL ->
     # 0), several DELTA-TIMEs within an hour, two measurements of one entity
     hours = ["2024-05-01 10:00+00", "2024-05-01 11:00+00", "2024-05-01 12:00+00"]
     counts = dict(rows(conn, "SELECT entity, count(*) FROM _measure.counter_def GROUP BY 1"))
@@ -223,14 +263,13 @@ def test_generated_plain_functions_equal_the_continuous_aggregates_on_awkward_da
                                      WHEN n %% 5 = 0 AND (n + k) %% 13 = 0 THEN 5000000000000000 + k
                                      WHEN (n + k) %% 11 = 0 THEN -(n * k)
                                      ELSE (n * 104729 + k * 7919) %% (d / 10 + 7) END::bigint
-                           FROM generate_series(1, %(len)s - n %% 3) k)
+                           FROM generate_series(1, greatest(%(len)s - n %% 3, 1)) k)
               FROM generate_series(1, 400) n
              CROSS JOIN LATERAL (SELECT TIMESTAMPTZ '2024-05-01 10:00+00' + (n * 26) * INTERVAL '1 second' AS t,
                                         (ARRAY[60000000, 59999999, 30000000, 3600000000, 7])[1 + n / 10 %% 5]::bigint AS d) x
         """, {"code": code, "len": counts[ent]})
-        cont = conn.execute("SELECT _measure.hour_tier_sql(%s, 'continuous')", (ent,)).fetchone()[0].replace(
-            "time_bucket(INTERVAL '1 hour', from_at)", "date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')")
-        expected = rows(conn, f"SELECT * FROM ({cont}) c WHERE system_id = 99 ORDER BY entity_id, measurement_id, hour_at")
+        expected = rows(conn, f"SELECT * FROM ({_reference_hour_sql(conn, ent)}) c WHERE system_id = 99 "
+                              "ORDER BY entity_id, measurement_id, hour_at")
         got = rows(conn, f"SELECT * FROM _measure.{ent}_hour_rows(99::smallint, %s::timestamptz[]) "
                          "ORDER BY entity_id, measurement_id, hour_at", hours)
         assert len(expected) == 5 * 2 * 3 and got == expected, ent  # entities x measurements x hours
@@ -243,19 +282,23 @@ def test_generated_plain_functions_equal_the_continuous_aggregates_on_awkward_da
                   FROM _measure.interval_record WHERE system_id = 99 AND type_code = 2 GROUP BY 1, 2, 3) g
          GROUP BY 1 ORDER BY 1""") == [(0, True, True), (1, False, True), (2, False, True), (3, False, True),
                                        (4, False, True)]
+    # and the runs they were packed into are as many as the rule says: records of one
+    # counter record are consecutive only when one FROM is the previous TO (here: never)
+    assert rows(conn, "SELECT count(*) = sum(n) FROM _measure.interval_run WHERE system_id = 99") == [(True,)]
 
 
 def test_counter_positions_in_tier_sql_match_the_catalogue(conn) -> None:
     cat = load_catalog()
     seen = 0
-    for pos, ent, counter in re.findall(r"counters\[(\d+)\] /\* (\w+)\.(\w+) \*/",
-                                        (SCHEMA / "010-tiers.timescale.sql").read_text()):
-        assert cat.entity(ent).index(counter) + 1 == int(pos), (ent, counter)
-        seen += 1
+    for ent in ENTITIES:
+        text = conn.execute("SELECT _measure.hour_tier_sql(%s)", (ent,)).fetchone()[0]
+        for pos, e, counter in re.findall(r"ir\.c\[ir\.i\]\[(\d+)\] /\* (\w+)\.(\w+) \*/", text):
+            assert e == ent and cat.entity(ent).index(counter) + 1 == int(pos), (ent, counter)
+            seen += 1
     spec = rows(conn, "SELECT entity, position, counter, type_code FROM _measure.hour_tier_column")
     for ent, pos, counter, code in spec:
         assert cat.entity(ent).index(counter) + 1 == pos and cat.entity(ent).code == code, (ent, counter)
-    assert seen == 80 and len(spec) == 46  # every counter reference of the six aggregates
+    assert seen == 80 and len(spec) == 46  # every counter reference of the six hour tiers
 
 
 def test_thresholds_default_to_figure_9(db, conn) -> None:

@@ -23,7 +23,7 @@ def url(fresh_database) -> str:
 def db(url):
     """An autocommit connection; control plane and data emptied before each test."""
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("TRUNCATE _measure.measurement, _measure.interval_record, _measure.entity,"
+        c.execute("TRUNCATE _measure.measurement, _measure.interval_run, _measure.extra_copy, _measure.entity,"
                   " _measure.structured_record, _measure.control_request,"
                   " _measure.collector_heartbeat")
         yield c
