@@ -53,11 +53,11 @@ COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
 COPY_COLUMNS = ("measurement_id", "entity_id", "record_at", "copy_at", "copy_kind", "system_id",
                 "type_code", "cpu", "error", "counters")
 RUN_COLUMNS = ("system_id", "type_code", "measurement_id", "entity_id", "record_at", "from_at",
-               "delta_us", "n", "closing_kind", "cpu", "error", "counters", "base", "tail")
+               "delta_us", "n", "closing_kind", "cpu", "error", "counters", "base", "tail", "nonzero")
 _FIELD_TYPES = {"measurement_id": ">i4", "entity_id": ">i8", "record_at": ">i8", "copy_at": ">i8",
                 "from_at": ">i8", "to_at": ">i8", "delta_us": ">i8", "copy_kind": ">i2",
                 "closing_kind": ">i2", "system_id": ">i2", "type_code": ">i2", "cpu": ">i2",
-                "error": ">i2", "n": ">i2"}
+                "error": ">i2", "n": ">i2", "nonzero": ">i8"}
 
 
 class SpoolFull(RuntimeError):
@@ -193,6 +193,7 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
             fields += _array_fields("counters", (n, k))
             fields += _array_fields("base", (k,)) if with_base else [("base_len", ">i4")]
             fields += _array_fields("tail", (t,)) if t else [("tail_len", ">i4")]
+            fields += [("nonzero_len", ">i4"), ("nonzero", ">i8")]
             rows = np.zeros(sel.size, dtype=np.dtype(fields))
             rows["nfields"] = len(RUN_COLUMNS)
             for col, value in (("system_id", system_id), ("type_code", type_code),
@@ -202,7 +203,8 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
                                ("cpu", cpu[sel]), ("error", 0)):
                 rows[col + "_len"] = np.dtype(_FIELD_TYPES.get(col, ">i8")).itemsize
                 rows[col] = value
-            _fill_array(rows, "counters", (n, k), vals[sel[:, None] + np.arange(n)[None, :]])
+            block = vals[sel[:, None] + np.arange(n)[None, :]]
+            _fill_array(rows, "counters", (n, k), block)
             if with_base:
                 _fill_array(rows, "base", (k,), base_rows[base_of[sel]])
             else:
@@ -211,6 +213,11 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
                 _fill_array(rows, "tail", (t,), tail[ends])
             else:
                 rows["tail_len"] = -1
+            if k <= 63:  # which counters are nonzero in some interval: bit p-1 of counter p
+                rows["nonzero_len"] = 8
+                rows["nonzero"] = (block != 0).any(axis=1) @ (np.int64(1) << np.arange(k, dtype=np.int64))
+            else:
+                rows["nonzero_len"] = -1
             out.append(rows.tobytes())
     return out
 

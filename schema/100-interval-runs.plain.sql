@@ -29,6 +29,7 @@ CREATE TABLE _measure.interval_run (
     counters        bigint[] NOT NULL,
     base            bigint[],
     tail            bigint[],
+    nonzero         bigint,
     PRIMARY KEY (measurement_id, entity_id, record_at, from_at),
     CHECK (array_ndims(counters) = 2 AND array_length(counters, 1) = n),
     CHECK (date_bin(INTERVAL '1 hour', from_at, TIMESTAMPTZ '2000-01-01 00:00:00+00')

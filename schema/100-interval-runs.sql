@@ -11,7 +11,10 @@
 -- base + the deltas up to i; the base is the cumulative copy that opened the run, kept on
 -- the first run of each counter record in each UTC day (and of each chain), so every daily
 -- partition derives its copies alone. The copies that close no interval are kept as they
--- are in _measure.extra_copy below.
+-- are in _measure.extra_copy below. A run also says which of its counters are nonzero in
+-- some interval (`nonzero`, bit p-1 for counter p; NULL: unknown), so that a reader of a few
+-- counters (the DISCOPEN summary's input and output calls, transactions) skips the idle runs
+-- without decompressing them.
 --
 -- This file: the tables both engines share. 101-interval-runs-migrate.sql moves the data of
 -- an existing database into the new layout and drops the old tables.

@@ -20,7 +20,7 @@ SELECT t.type_code, array_agg(d.position ORDER BY d.position) AS pos
  GROUP BY t.type_code;
 
 INSERT INTO _measure.interval_run (system_id, type_code, measurement_id, entity_id, record_at, from_at,
-                                   delta_us, n, closing_kind, cpu, error, counters, base, tail)
+                                   delta_us, n, closing_kind, cpu, error, counters, base, tail, nonzero)
 WITH r AS (
     SELECT ir.*,
            lag(ir.to_at) OVER w AS p_to, lag(ir.from_at) OVER w AS p_from,
@@ -64,7 +64,11 @@ SELECT runs.system_id, runs.type_code, runs.measurement_id, runs.entity_id, runs
          WHERE s.type_code = runs.type_code
            AND cc.measurement_id = runs.measurement_id AND cc.entity_id = runs.entity_id
            AND cc.record_at = runs.record_at AND cc.copy_at = runs.to_at
-         ORDER BY cc.copy_kind DESC LIMIT 1)
+         ORDER BY cc.copy_kind DESC LIMIT 1),
+       CASE WHEN array_length(runs.counters, 2) <= 63 THEN
+            (SELECT bit_or(CASE WHEN u.x <> 0 THEN 1::bigint << ((u.o - 1) % array_length(runs.counters, 2))::integer
+                                ELSE 0 END)
+               FROM unnest(runs.counters) WITH ORDINALITY u (x, o)) END
   FROM runs;
 
 INSERT INTO _measure.extra_copy (measurement_id, entity_id, record_at, copy_at, copy_kind, system_id,

@@ -545,7 +545,7 @@ class Session:
             m = self._known(name)
             counts = self.q(
                 """SELECT t.measure_name, count(DISTINCT r.entity_id) AS n
-                     FROM measure.interval_record r JOIN measure.entity_type t USING (type_code)
+                     FROM measure.interval_run r JOIN measure.entity_type t USING (type_code)
                     WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
                     ORDER BY t.type_code""", (m.measurement_id,))
             parts.append(render_config(m, self.system_name, self.tz, counts))
@@ -648,9 +648,9 @@ class Session:
                   f"{_fmt_opt(m.stopped_at, self.tz, '-')}"),
                  f"  configuration: {_count_types(m.contab)}"]
         stored = self.q(
-            """SELECT t.measure_name, count(DISTINCT r.entity_id) AS entities, count(*) AS records,
+            """SELECT t.measure_name, count(DISTINCT r.entity_id) AS entities, sum(r.n) AS records,
                       max(r.to_at) AS last_to
-                 FROM measure.interval_record r JOIN measure.entity_type t USING (type_code)
+                 FROM measure.interval_run r JOIN measure.entity_type t USING (type_code)
                 WHERE r.measurement_id = %s GROUP BY t.measure_name, t.type_code
                 ORDER BY t.type_code""", (m.measurement_id,))
         if stored:

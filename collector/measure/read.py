@@ -90,9 +90,10 @@ import binascii
 import functools
 import json
 import operator
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -399,6 +400,15 @@ def _id_sort_key(ent: EntityDef, ids: Mapping[str, Any]) -> list[Any]:
     return [_sort_value(ids.get(f)) for f in ent.id_fields]
 
 
+def _hour_of(t: datetime | str) -> datetime | str:
+    """The UTC hour an instant lies in (runs hold the intervals whose FROM lies in one UTC hour);
+    an open end ('-infinity', 'infinity') stays."""
+    if isinstance(t, str):
+        return t
+    return t - timedelta(minutes=t.minute, seconds=t.second, microseconds=t.microsecond) \
+        if t.utcoffset() == timedelta(0) else _hour_of(t.astimezone(timezone.utc))
+
+
 # ---------------------------------------------------------------- the read
 #
 # A read is two round trips: _INFO (the measurement and the entities of the type, one row)
@@ -419,9 +429,12 @@ SELECT m.measurement_id, s.system_id, m.name, m.state,
  WHERE m.measurement_id = %(m)s
 """
 
-# The selected counters of an interval record x, in the order of %(pos)s (1-based positions;
-# a position beyond the stored array gives NULL).
-_VALS = "ARRAY(SELECT x.counters[u.p] FROM unnest(%(pos)s::int[]) WITH ORDINALITY AS u(p, i) ORDER BY u.i)"
+# Interval records are stored packed into runs (measure.interval_run: consecutive intervals of
+# one counter record within one UTC hour, counters[i][p]); each statement below finds runs by
+# the primary key (measurement, entity) or by measurement, type and FROM, decompresses a run's
+# counters once (the LATERAL … OFFSET 0 `d`) and reads interval i's counter p as d.c[i][p].
+# @VALS(i)@ is the array of the selected counters (positions %(c0_pos)s, … in the order of
+# `needed`; a position beyond the stored array gives NULL) of interval i.
 
 # Rating wrapper: r.vals rated per counter kind (%(kinds)s, with per-entity overrides for
 # USERDEF TIME-VALUE at index %(tvi)s), the paired TRANSACTIONS at index %(pidx)s.
@@ -436,101 +449,138 @@ SELECT r.*, CASE WHEN %(rate)s THEN ARRAY(
   FROM (@INNER@) r
 """
 
+_DETOAST = "CROSS JOIN LATERAL (SELECT x.counters || '{}'::bigint[] AS c OFFSET 0) d"
+
+# The most recent interval record of each entity: the last interval of its latest run.
 _LATEST = f"""
-SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals, x.error
+SELECT x.entity_id, x.from_at + (x.n - 1) * x.delta_us * INTERVAL '1 microsecond' AS from_at, x.to_at,
+       x.delta_us, 1 AS n, @VALS(x.n)@ AS vals, x.error
   FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
-  CROSS JOIN LATERAL (
-        SELECT * FROM measure.interval_record y
+ CROSS JOIN LATERAL (
+        SELECT * FROM measure.interval_run y
          WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id
          ORDER BY y.record_at DESC, y.from_at DESC LIMIT 1) x
+ {_DETOAST}
 """
 
-# Per entity, the closest record at or before `at` and the closest one after it (two index
-# probes on (measurement_id, entity_id, to_at)); the nearer wins, a tie the earlier.
-_NEAREST_PROBE = """
-        SELECT y.* FROM measure.interval_record y
-         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id
-           AND y.to_at {cmp} %(at)s::timestamptz
-           AND y.to_at >= %(lo)s::timestamptz AND y.to_at <= %(hi)s::timestamptz
-           AND y.from_at >= %(flo)s::timestamptz AND y.from_at < %(hi)s::timestamptz
-         ORDER BY y.to_at {order} LIMIT 1"""
+# Per entity, the record whose TO is closest to `at` (within [lo, hi], FROM at or after flo;
+# the nearer wins, a tie the earlier): the TOs just before and after `at` lie in the two latest
+# runs starting at or before it and the first run starting after it.
 _NEAREST = f"""
-SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals, x.error
+SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, @VALS(x.i)@ AS vals, x.error
   FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
-  CROSS JOIN LATERAL (
-        SELECT c.* FROM (({_NEAREST_PROBE.format(cmp="<=", order="DESC")})
-                          UNION ALL ({_NEAREST_PROBE.format(cmp=">", order="ASC")})) c
-         ORDER BY abs(extract(epoch FROM c.to_at - %(at)s::timestamptz)), c.to_at LIMIT 1) x
+ CROSS JOIN LATERAL (
+        SELECT r.entity_id, r.error, r.delta_us, r.counters, w.i, w.from_at, w.to_at
+          FROM ((SELECT * FROM measure.interval_run y
+                  WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.from_at <= %(at)s::timestamptz
+                  ORDER BY y.from_at DESC LIMIT 2)
+                UNION ALL
+                (SELECT * FROM measure.interval_run y
+                  WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.from_at > %(at)s::timestamptz
+                  ORDER BY y.from_at LIMIT 1)) r
+         CROSS JOIN LATERAL measure.run_intervals(r.from_at, r.delta_us, r.n, %(flo)s::timestamptz,
+                                                  %(hi)s::timestamptz) w
+         WHERE w.to_at >= %(lo)s::timestamptz AND w.to_at <= %(hi)s::timestamptz
+         ORDER BY abs(extract(epoch FROM w.to_at - %(at)s::timestamptz)), w.to_at LIMIT 1) x
+ {_DETOAST}
 """
 
 # A snapped window: per entity, [a, z] given in %(wa)s / %(wz)s (aligned with %(ids)s;
 # NULL = open end).
 _SNAPPED = """
    AND EXISTS (SELECT 1 FROM unnest(%(ids)s::bigint[], %(wa)s::timestamptz[], %(wz)s::timestamptz[])
-                          AS w(entity_id, a, z)
-                WHERE w.entity_id = x.entity_id AND x.from_at >= coalesce(w.a, '-infinity')
-                  AND x.to_at <= coalesce(w.z, 'infinity'))"""
+                          AS v(entity_id, a, z)
+                WHERE v.entity_id = x.entity_id AND w.from_at >= coalesce(v.a, '-infinity')
+                  AND w.to_at <= coalesce(v.z, 'infinity'))"""
+
+# The interval records of the selected entities lying wholly inside [lo, hi] (runs from
+# %(lo_run)s, the UTC hour of lo, on): @COLS@ of each.
+_WINDOW = f"""
+SELECT @COLS@
+  FROM measure.interval_run x
+ {_DETOAST}
+ CROSS JOIN LATERAL measure.run_intervals(x.from_at, x.delta_us, x.n, %(lo)s::timestamptz, %(hi)s::timestamptz) w
+ WHERE x.measurement_id = %(m)s AND x.system_id = %(s)s AND x.type_code = %(t)s
+   AND x.entity_id = ANY(%(ids)s::bigint[])
+   AND x.from_at >= %(lo_run)s::timestamptz AND x.from_at < %(hi)s::timestamptz
+   AND w.to_at <= %(hi)s::timestamptz@SNAP@"""
 
 # MEASREAD_DIFF_: per entity the sums over the window, and the first and last interval's
 # counters for snapshot / max counters (%(src)s: 0 sum, 1 last interval, 2 first interval).
 _SUMMARY = """
-WITH s AS (
-    SELECT x.entity_id, min(x.from_at) AS from_at, max(x.to_at) AS to_at,
-           max(x.from_at) AS last_from, sum(x.delta_us) AS delta_us, count(*) AS n,
-           CASE WHEN max(x.error) >= -min(x.error) THEN max(x.error) ELSE min(x.error) END AS error,
+WITH iv AS MATERIALIZED (""" + _WINDOW.replace(
+    "@COLS@", "x.entity_id, x.record_at, x.error, x.delta_us, w.from_at, w.to_at, @VCOLS@") + """),
+s AS (
+    SELECT iv.entity_id, min(iv.from_at) AS from_at, max(iv.to_at) AS to_at, max(iv.from_at) AS last_from,
+           sum(iv.delta_us) AS delta_us, count(*) AS n,
+           CASE WHEN max(iv.error) >= -min(iv.error) THEN max(iv.error) ELSE min(iv.error) END AS error,
            ARRAY[@SUMS@]::numeric[] AS sums
-      FROM measure.interval_record x
-     WHERE x.measurement_id = %(m)s AND x.system_id = %(s)s AND x.type_code = %(t)s
-       AND x.entity_id = ANY(%(ids)s::bigint[])
-       AND x.from_at >= %(lo)s::timestamptz AND x.from_at < %(hi)s::timestamptz
-       AND x.to_at <= %(hi)s::timestamptz@SNAP@
-     GROUP BY x.entity_id)
+      FROM iv GROUP BY iv.entity_id)
 SELECT s.entity_id, s.from_at, s.to_at, s.delta_us, s.n,
-       ARRAY(SELECT CASE u.src WHEN 0 THEN s.sums[u.i] WHEN 1 THEN l.counters[u.p] ELSE f.counters[u.p] END
-               FROM unnest(%(src)s::int[], %(pos)s::int[]) WITH ORDINALITY AS u(src, p, i)
-              ORDER BY u.i)::numeric[] AS vals, s.error
+       ARRAY(SELECT CASE u.src WHEN 0 THEN s.sums[u.i] WHEN 1 THEN l.v[u.i] ELSE f.v[u.i] END
+               FROM unnest(%(src)s::int[]) WITH ORDINALITY AS u(src, i) ORDER BY u.i)::numeric[] AS vals, s.error
   FROM s
- CROSS JOIN LATERAL (
-        SELECT y.counters FROM measure.interval_record y
-         WHERE y.system_id = %(s)s AND y.type_code = %(t)s AND y.from_at = s.last_from
-           AND y.measurement_id = %(m)s AND y.entity_id = s.entity_id
-         ORDER BY y.record_at DESC LIMIT 1) l
- CROSS JOIN LATERAL (
-        SELECT y.counters FROM measure.interval_record y
-         WHERE y.system_id = %(s)s AND y.type_code = %(t)s AND y.from_at = s.from_at
-           AND y.measurement_id = %(m)s AND y.entity_id = s.entity_id
-         ORDER BY y.record_at LIMIT 1) f
+ CROSS JOIN LATERAL (SELECT ARRAY[@IVVALS@] AS v FROM iv
+                      WHERE iv.entity_id = s.entity_id AND iv.from_at = s.last_from
+                      ORDER BY iv.record_at DESC LIMIT 1) l
+ CROSS JOIN LATERAL (SELECT ARRAY[@IVVALS@] AS v FROM iv
+                      WHERE iv.entity_id = s.entity_id AND iv.from_at = s.from_at
+                      ORDER BY iv.record_at LIMIT 1) f
 """
 
+# LISTALL: the next %(batch)s interval records after the cursor (cf, ce, cr) in (FROM, entity,
+# record) order, from the runs of [%(span_lo)s, %(span_hi)s) (one UTC hour at a time).
 _INTERVALS = f"""
-SELECT x.entity_id, x.from_at, x.to_at, x.delta_us, 1 AS n, {_VALS} AS vals, x.error, x.record_at
-  FROM measure.interval_record x
+SELECT x.entity_id, w.from_at, w.to_at, x.delta_us, 1 AS n, @VALS(w.i)@ AS vals, x.error,
+       x.record_at
+  FROM measure.interval_run x
+ {_DETOAST}
+ CROSS JOIN LATERAL measure.run_intervals(x.from_at, x.delta_us, x.n,
+                                          greatest(%(lo)s::timestamptz, %(cf)s::timestamptz), %(hi)s::timestamptz) w
  WHERE x.measurement_id = %(m)s AND x.system_id = %(s)s AND x.type_code = %(t)s
    AND x.entity_id = ANY(%(ids)s::bigint[])
-   AND x.from_at >= %(lo)s::timestamptz AND x.from_at < %(hi)s::timestamptz
-   AND x.to_at <= %(hi)s::timestamptz@SNAP@
-   AND (x.from_at, x.entity_id, x.record_at) > (%(cf)s::timestamptz, %(ce)s::bigint, %(cr)s::timestamptz)
- ORDER BY x.from_at, x.entity_id, x.record_at
+   AND x.from_at >= %(span_lo)s::timestamptz AND x.from_at < %(span_hi)s::timestamptz
+   AND w.to_at <= %(hi)s::timestamptz@SNAP@
+   AND (w.from_at, x.entity_id, x.record_at) > (%(cf)s::timestamptz, %(ce)s::bigint, %(cr)s::timestamptz)
+ ORDER BY w.from_at, x.entity_id, x.record_at
  LIMIT %(batch)s
+"""
+
+# The first run start at or after %(after)s of any selected entity (LISTALL skips gaps).
+_NEXT_RUN = """
+SELECT min(x.from_at)
+  FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
+ CROSS JOIN LATERAL (
+        SELECT y.from_at FROM measure.interval_run y
+         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.from_at >= %(after)s::timestamptz
+         ORDER BY y.from_at LIMIT 1) x
 """
 
 # Window ends moved to copy times (snap nearest / enclose), per entity. The copy times
 # nearest to an end t are among the TO of the last record ending at or before t and the FROM
 # and TO of the first record ending after it (an entity's records do not overlap in time):
-# two probes on (measurement_id, entity_id, to_at) per end. nearest: the closest of them
-# (equally close: the earlier for FROM, the later for TO); enclose: the latest at or before
-# FROM, the earliest at or after TO. No copy time there: the end stays. nearest with both
-# ends and no whole interval left inside: the interval overlapping [lo, hi] most. An open
-# (infinite) end comes back as NULL.
+# the intervals of the two latest runs starting at or before t and of the first run after it.
+# nearest: the closest of them (equally close: the earlier for FROM, the later for TO);
+# enclose: the latest at or before FROM, the earliest at or after TO. No copy time there: the
+# end stays. nearest with both ends and no whole interval left inside: the interval
+# overlapping [lo, hi] most. An open (infinite) end comes back as NULL.
+_END_RUNS = """
+        SELECT w.from_at, w.to_at
+          FROM ((SELECT * FROM measure.interval_run y
+                  WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.from_at <= %({t})s::timestamptz
+                  ORDER BY y.from_at DESC LIMIT 2)
+                UNION ALL
+                (SELECT * FROM measure.interval_run y
+                  WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.from_at > %({t})s::timestamptz
+                  ORDER BY y.from_at LIMIT 1)) r
+         CROSS JOIN LATERAL measure.run_intervals(r.from_at, r.delta_us, r.n) w"""
 _END_PROBES = """
   LEFT JOIN LATERAL (
-        SELECT y.to_at FROM measure.interval_record y
-         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.to_at <= %({t})s::timestamptz
-         ORDER BY y.to_at DESC LIMIT 1) {p}p ON isfinite(%({t})s::timestamptz)
+        SELECT k.to_at FROM ({runs}) k WHERE k.to_at <= %({t})s::timestamptz
+         ORDER BY k.to_at DESC LIMIT 1) {p}p ON isfinite(%({t})s::timestamptz)
   LEFT JOIN LATERAL (
-        SELECT y.from_at, y.to_at FROM measure.interval_record y
-         WHERE y.measurement_id = %(m)s AND y.entity_id = e.entity_id AND y.to_at > %({t})s::timestamptz
-         ORDER BY y.to_at LIMIT 1) {p}n ON isfinite(%({t})s::timestamptz)"""
+        SELECT k.from_at, k.to_at FROM ({runs}) k WHERE k.to_at > %({t})s::timestamptz
+         ORDER BY k.to_at LIMIT 1) {p}n ON isfinite(%({t})s::timestamptz)"""
 _END_PICK = """coalesce((
         SELECT k FROM unnest(ARRAY[{p}p.to_at, {p}n.from_at, {p}n.to_at]) AS k
          WHERE k IS NOT NULL AND (%(snap)s::text = 'nearest' OR k {cmp} %({t})s::timestamptz)
@@ -541,22 +591,27 @@ _ENDS = f"""
 SELECT e.entity_id, CASE WHEN isfinite(coalesce(fb.from_at, ends.a)) THEN coalesce(fb.from_at, ends.a) END,
        CASE WHEN isfinite(coalesce(fb.to_at, ends.z)) THEN coalesce(fb.to_at, ends.z) END
   FROM unnest(%(ids)s::bigint[]) AS e(entity_id)
-  {_END_PROBES.format(t="lo", p="l")}
-  {_END_PROBES.format(t="hi", p="h")}
+  {_END_PROBES.format(t="lo", p="l", runs=_END_RUNS.format(t="lo"))}
+  {_END_PROBES.format(t="hi", p="h", runs=_END_RUNS.format(t="hi"))}
   CROSS JOIN LATERAL (
         SELECT {_END_PICK.format(t="lo", p="l", cmp="<=", tie="ASC", order="DESC")} AS a,
                {_END_PICK.format(t="hi", p="h", cmp=">=", tie="DESC", order="ASC")} AS z) ends
   LEFT JOIN LATERAL (
-        SELECT y.from_at, y.to_at FROM measure.interval_record y
+        SELECT w.from_at, w.to_at
+          FROM measure.interval_run y
+         CROSS JOIN LATERAL measure.run_intervals(y.from_at, y.delta_us, y.n) w
          WHERE %(snap)s::text = 'nearest' AND isfinite(%(lo)s::timestamptz) AND isfinite(%(hi)s::timestamptz)
            AND y.measurement_id = %(m)s AND y.entity_id = e.entity_id
-           AND y.to_at > %(lo)s::timestamptz AND y.from_at < %(hi)s::timestamptz
+           AND y.from_at >= %(lo_run)s::timestamptz - INTERVAL '1 hour' AND y.from_at < %(hi)s::timestamptz
+           AND w.to_at > %(lo)s::timestamptz AND w.from_at < %(hi)s::timestamptz
            AND NOT EXISTS (
-                SELECT 1 FROM measure.interval_record i
+                SELECT 1 FROM measure.interval_run i
+                 CROSS JOIN LATERAL measure.run_intervals(i.from_at, i.delta_us, i.n, ends.a, ends.z) v
                  WHERE i.measurement_id = %(m)s AND i.entity_id = e.entity_id
-                   AND i.to_at > ends.a AND i.to_at <= ends.z AND i.from_at >= ends.a)
-         ORDER BY least(y.to_at, %(hi)s::timestamptz) - greatest(y.from_at, %(lo)s::timestamptz) DESC,
-                  y.from_at LIMIT 1) fb ON true
+                   AND i.from_at >= date_bin('1 hour', ends.a, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+                   AND i.from_at < ends.z AND v.to_at <= ends.z)
+         ORDER BY least(w.to_at, %(hi)s::timestamptz) - greatest(w.from_at, %(lo)s::timestamptz) DESC,
+                  w.from_at LIMIT 1) fb ON true
 """
 
 
@@ -566,7 +621,11 @@ def _sql(mode: str, exact: bool, snapped: bool, n: int) -> str:
     inner = {"latest": _LATEST, "nearest": _NEAREST, "summary": _SUMMARY,
              "intervals": _INTERVALS}[mode]
     inner = inner.replace("@SNAP@", _SNAPPED if snapped else "")
-    inner = inner.replace("@SUMS@", ", ".join(f"sum(x.counters[%(c{i}_pos)s])" for i in range(n)))
+    inner = inner.replace("@VCOLS@", ", ".join(f"d.c[w.i][%(c{i}_pos)s] AS v{i}" for i in range(n)))
+    inner = inner.replace("@SUMS@", ", ".join(f"sum(iv.v{i})" for i in range(n)))
+    inner = inner.replace("@IVVALS@", ", ".join(f"iv.v{i}" for i in range(n)))
+    inner = re.sub(r"@VALS\((\S+?)\)@", lambda m: "ARRAY[" + ", ".join(
+        f"d.c[{m.group(1)}][%(c{i}_pos)s]" for i in range(n)) + "]::bigint[]", inner)
     text = _RATED.replace("@CAST@", "" if exact else "::float8").replace("@INNER@", inner)
     if mode == "intervals":
         text += " ORDER BY r.from_at, r.entity_id, r.record_at"
@@ -732,9 +791,12 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
                     if kind != c.kind:
                         p["oe"].append(e.entity_id)
                         p["ok"].append(kind)
+    for i, c in enumerate(needed):
+        p[f"c{i}_pos"] = c.position + 1
     tol = q.tolerance if q.tolerance is not None and q.at is None else timedelta(0)
     p["lo"] = q.from_at - tol if q.from_at is not None else "-infinity"
     p["hi"] = q.to_at + tol if q.to_at is not None else "infinity"
+    p["lo_run"] = _hour_of(p["lo"])
     snapped = mode in ("summary", "intervals") and q.snap != "inside"
     if snapped:
         p["snap"] = q.snap
@@ -743,6 +805,7 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
         p["wz"] = [ends[e][1] for e in p["ids"]]
         p["lo"] = "-infinity" if None in p["wa"] else min(p["wa"])
         p["hi"] = "infinity" if None in p["wz"] else max(p["wz"])
+        p["lo_run"] = _hour_of(p["lo"])
 
     sql = functools.partial(_sql, mode, q.exact, snapped, len(needed))
     if mode == "intervals":
@@ -760,8 +823,6 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
     else:
         p["src"] = [(2 if _is_start_snapshot(c) else 1) if c.kind_code in LEVEL_KINDS else 0
                     for c in needed]
-        for i, c in enumerate(needed):
-            p[f"c{i}_pos"] = c.position + 1
         rows = conn.execute(sql(), p).fetchall()
     return ctx.page(ctx.records((entities[r[0]], r) for r in rows))
 
@@ -930,8 +991,14 @@ class _Ctx:
         batch = _ALL_BATCH if limit is None else max(limit * 2, 200)
         out: list[tuple[Record, tuple]] = []
         more = False
-        while True:
-            rows = self.conn.execute(sql, {**p, "cf": cf, "ce": ce, "cr": cr, "batch": batch}).fetchall()
+        hi = p["hi"]
+        # the runs of one UTC hour at a time, from the cursor's (or the window's first run)
+        start = cf if not isinstance(cf, str) else p["lo"]
+        span_lo = self.conn.execute(_NEXT_RUN, {**p, "after": _hour_of(start)}).fetchone()[0]
+        while span_lo is not None and (isinstance(hi, str) or span_lo < hi):
+            span_hi = span_lo + timedelta(hours=1)
+            rows = self.conn.execute(sql, {**p, "cf": cf, "ce": ce, "cr": cr, "batch": batch,
+                                           "span_lo": span_lo, "span_hi": span_hi}).fetchall()
             for row in rows:
                 kept = self.records([(entities[row[0]], row)])
                 if not kept:
@@ -940,9 +1007,12 @@ class _Ctx:
                     more = True
                     break
                 out.append((kept[0], (row[1], row[0], row[7])))
-            if more or len(rows) < batch:
+            if more:
                 break
-            cf, ce, cr = rows[-1][1], rows[-1][0], rows[-1][7]
+            if len(rows) == batch:  # more in this hour
+                cf, ce, cr = rows[-1][1], rows[-1][0], rows[-1][7]
+                continue
+            span_lo = self.conn.execute(_NEXT_RUN, {**p, "after": span_hi}).fetchone()[0]
         cursor = None
         if more:
             f, e, r = out[-1][1]

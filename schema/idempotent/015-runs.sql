@@ -8,9 +8,11 @@
 -- lies in the UTC hour of its from_at.
 --
 -- Readers:
---   _measure.intervals(system, type, lo, hi)  every interval record of an entity type whose
---       FROM lies in [lo, hi), one row per interval with its run's counters `c` and its
---       index `i`: read counter p as c[i][p]. An inlined SQL function: the planner reads
+--   _measure.intervals(system, type, lo, hi[, need])  every interval record of an entity type
+--       whose FROM lies in [lo, hi), one row per interval with its run's counters `c` and its
+--       index `i`: read counter p as c[i][p]; with `need` (_measure.counter_mask) only the
+--       runs where one of those counters is nonzero. An inlined SQL function (pass it plain
+--       values or columns: an argument with a subquery stops the inlining): the planner reads
 --       the runs of [lo, hi) by the BRIN index, decompresses each run's counters once (the
 --       LATERAL ... OFFSET 0) and computes only the columns the caller uses. Reading
 --       c[i][p] of a run read once costs about 0.1 µs; reading counters[i][p] straight from
@@ -26,20 +28,39 @@
 -- ---------------------------------------------------------------- interval arithmetic
 
 -- The first and last interval index of a run whose FROM lies in [p_lo, p_hi) (an empty range
--- when first > last). Infinite ends are open.
-CREATE OR REPLACE FUNCTION _measure.run_first(p_from timestamptz, p_delta bigint, p_lo timestamptz)
+-- when first > last). Infinite ends are open. (Inlined into their callers: they call no
+-- STRICT SQL function, which PostgreSQL would run as a query of its own for every run.)
+CREATE OR REPLACE FUNCTION measure.run_first(p_from timestamptz, p_delta bigint, p_lo timestamptz)
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN p_lo <= p_from THEN 1
-            ELSE least(1 + (_measure.timestamptz_to_us(p_lo) - _measure.timestamptz_to_us(p_from) + p_delta - 1)
-                           / p_delta, 32767)::integer END;
-CREATE OR REPLACE FUNCTION _measure.run_last(p_from timestamptz, p_delta bigint, p_hi timestamptz)
+            ELSE least(1 + ((extract(epoch FROM p_lo - p_from) * 1000000)::bigint + p_delta - 1) / p_delta,
+                       32767)::integer END;
+CREATE OR REPLACE FUNCTION measure.run_last(p_from timestamptz, p_delta bigint, p_hi timestamptz)
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN p_hi <= p_from THEN 0
             WHEN NOT isfinite(p_hi) THEN 32767
-            ELSE least((_measure.timestamptz_to_us(p_hi) - _measure.timestamptz_to_us(p_from) + p_delta - 1)
-                       / p_delta, 32767)::integer END;
-GRANT EXECUTE ON FUNCTION _measure.run_first(timestamptz, bigint, timestamptz),
-                          _measure.run_last(timestamptz, bigint, timestamptz) TO measure_writer;
+            ELSE least(((extract(epoch FROM p_hi - p_from) * 1000000)::bigint + p_delta - 1) / p_delta,
+                       32767)::integer END;
+DROP FUNCTION IF EXISTS _measure.run_first(timestamptz, bigint, timestamptz);
+DROP FUNCTION IF EXISTS _measure.run_last(timestamptz, bigint, timestamptz);
+GRANT EXECUTE ON FUNCTION measure.run_first(timestamptz, bigint, timestamptz),
+                          measure.run_last(timestamptz, bigint, timestamptz)
+    TO measure_writer, measure_api, measure_reader;
+
+-- The intervals of one run (from_at, delta_us, n) whose FROM lies in [p_lo, p_hi): index i,
+-- FROM and TO. Inlined into its caller (measure.interval_run readers: MEASREAD).
+CREATE OR REPLACE FUNCTION measure.run_intervals(p_from timestamptz, p_delta bigint, p_n integer,
+                                                 p_lo timestamptz DEFAULT '-infinity',
+                                                 p_hi timestamptz DEFAULT 'infinity')
+RETURNS TABLE (i integer, from_at timestamptz, to_at timestamptz)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT g.i, p_from + (g.i - 1) * p_delta * INTERVAL '1 microsecond',
+           p_from + g.i * p_delta * INTERVAL '1 microsecond'
+      FROM generate_series(measure.run_first(p_from, p_delta, p_lo),
+                           least(p_n, measure.run_last(p_from, p_delta, p_hi))) g (i)
+$$;
+GRANT EXECUTE ON FUNCTION measure.run_intervals(timestamptz, bigint, integer, timestamptz, timestamptz)
+    TO measure_writer, measure_api, measure_reader;
 
 -- The UTC hour an instant lies in (-infinity and infinity stay as they are).
 CREATE OR REPLACE FUNCTION _measure.hour_of(p_at timestamptz)
@@ -79,8 +100,9 @@ GRANT EXECUTE ON FUNCTION _measure.fresh_hours(smallint, smallint, timestamptz[]
 
 -- ---------------------------------------------------------------- reading
 
+DROP FUNCTION IF EXISTS _measure.intervals(smallint, smallint, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION _measure.intervals(p_system smallint, p_type smallint, p_lo timestamptz,
-                                              p_hi timestamptz)
+                                              p_hi timestamptz, p_need bigint DEFAULT NULL)
 RETURNS TABLE (system_id smallint, type_code smallint, measurement_id integer, entity_id bigint,
                record_at timestamptz, cpu smallint, error smallint, hour_at timestamptz,
                from_at timestamptz, to_at timestamptz, delta_us bigint, closing_kind smallint,
@@ -92,16 +114,38 @@ LANGUAGE sql STABLE AS $$
            s.from_at + g.i * s.delta_us * INTERVAL '1 microsecond',
            s.delta_us, CASE WHEN g.i = s.n THEN s.closing_kind ELSE 3::smallint END,
            s.from_at, g.i, d.c
-      FROM (SELECT r.*, _measure.run_first(r.from_at, r.delta_us, p_lo) AS i0,
-                   least(r.n, _measure.run_last(r.from_at, r.delta_us, p_hi)) AS i1
+      FROM (SELECT r.*, measure.run_first(r.from_at, r.delta_us, p_lo) AS i0,
+                   least(r.n, measure.run_last(r.from_at, r.delta_us, p_hi)) AS i1
               FROM _measure.interval_run r
              WHERE r.system_id = p_system AND r.type_code = p_type
-               AND r.from_at >= _measure.hour_of(p_lo) AND r.from_at < p_hi) s
+               AND r.from_at >= _measure.hour_of(p_lo) AND r.from_at < p_hi
+               AND (p_need IS NULL OR r.nonzero IS NULL OR r.nonzero & p_need <> 0)) s
      CROSS JOIN LATERAL (SELECT s.counters || '{}'::bigint[] AS c OFFSET 0) d
      CROSS JOIN LATERAL generate_series(s.i0, s.i1) AS g (i)
      WHERE s.i0 <= s.i1
 $$;
-GRANT EXECUTE ON FUNCTION _measure.intervals(smallint, smallint, timestamptz, timestamptz) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.intervals(smallint, smallint, timestamptz, timestamptz, bigint) TO measure_writer;
+
+-- The `nonzero` mask of some counters of an entity type (bit p-1 for position p): runs whose
+-- mask shares no bit with it have those counters all zero, and _measure.intervals(...,
+-- p_need) skips them unread.
+CREATE OR REPLACE FUNCTION _measure.counter_mask(p_type smallint, p_counters text[])
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(bit_or(1::bigint << (d.position - 1)), 0)
+      FROM _measure.counter_def d JOIN _measure.entity_type t ON t.entity = d.entity
+     WHERE t.type_code = p_type AND d.counter = ANY (p_counters)
+$$;
+GRANT EXECUTE ON FUNCTION _measure.counter_mask(smallint, text[]) TO measure_writer;
+
+-- The `nonzero` mask of a counters array [interval][counter] (NULL beyond 63 counters).
+CREATE OR REPLACE FUNCTION _measure.nonzero_mask(p_counters bigint[])
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN array_length(p_counters, 2) <= 63 THEN
+           (SELECT coalesce(bit_or(CASE WHEN u.x <> 0 THEN 1::bigint << ((u.o - 1) % array_length(p_counters, 2))::integer
+                                        ELSE 0 END), 0)
+              FROM unnest(p_counters) WITH ORDINALITY u (x, o)) END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.nonzero_mask(bigint[]) TO measure_writer;
 
 -- Which counters of an entity type are levels rather than deltas (copies.py): snapshot,
 -- maxq and maxvalue counters carry the value at TO; of those, the STARTING-… / …-START
@@ -225,11 +269,12 @@ BEGIN
                = (p.measurement_id, p.entity_id, p.record_at, p.from_at)
         RETURNING r.*, p.grp)
     INSERT INTO _measure.interval_run (system_id, type_code, measurement_id, entity_id, record_at, from_at,
-                                       delta_us, n, closing_kind, cpu, error, counters, base, tail)
+                                       delta_us, n, closing_kind, cpu, error, counters, base, tail, nonzero)
     SELECT min(g.system_id), min(g.type_code), g.measurement_id, g.entity_id, g.record_at, min(g.from_at),
            min(g.delta_us), sum(g.n)::smallint, (array_agg(g.closing_kind ORDER BY g.from_at DESC))[1],
            min(g.cpu), min(g.error), _measure.array_cat_agg(g.counters ORDER BY g.from_at),
-           (array_agg(g.base ORDER BY g.from_at))[1], (array_agg(g.tail ORDER BY g.from_at DESC))[1]
+           (array_agg(g.base ORDER BY g.from_at))[1], (array_agg(g.tail ORDER BY g.from_at DESC))[1],
+           CASE WHEN count(g.nonzero) = count(*) THEN bit_or(g.nonzero) END
       FROM gone g
      GROUP BY g.measurement_id, g.entity_id, g.record_at, g.grp;
     GET DIAGNOSTICS v_removed = ROW_COUNT;
@@ -321,7 +366,8 @@ BEGIN
     END IF;
     PERFORM _measure.run_partitions_for(v_lo, v_hi);
     INSERT INTO _measure.interval_run (system_id, type_code, measurement_id, entity_id, record_at, from_at,
-                                       delta_us, n, closing_kind, cpu, error, counters)
+                                       delta_us, n, closing_kind, cpu, error, counters, nonzero)
+    SELECT x.*, _measure.nonzero_mask(x.counters) FROM (
     WITH r AS (
         SELECT i.*,
                lag(i.to_at) OVER w AS p_to, lag(i.from_at) OVER w AS p_from,
@@ -339,9 +385,9 @@ BEGIN
           FROM r)
     SELECT min(g.system_id), min(g.type_code), g.measurement_id, g.entity_id, g.record_at, min(g.from_at),
            min(g.delta_us), count(*)::smallint, (array_agg(g.closing_kind ORDER BY g.from_at DESC))[1],
-           min(g.cpu), coalesce(min(g.error), 0), array_agg(g.counters ORDER BY g.from_at)
+           min(g.cpu), coalesce(min(g.error), 0), array_agg(g.counters ORDER BY g.from_at) AS counters
       FROM g
-     GROUP BY g.measurement_id, g.entity_id, g.record_at, g.run_no;
+     GROUP BY g.measurement_id, g.entity_id, g.record_at, g.run_no) x;
     PERFORM _measure.note_intervals(x.system_id, x.lo, x.hi)
        FROM (SELECT system_id, min(from_at) AS lo, max(from_at) AS hi FROM pg_temp._interval_in GROUP BY 1) x;
     INSERT INTO _measure.pack_todo (hour_at)

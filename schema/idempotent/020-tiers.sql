@@ -143,8 +143,9 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.hour_tier_rate(text, text) TO measure_writer;
 
--- The SELECT of an entity's hour tier, from the interval records of the given hours
--- (_measure.intervals: runs unpacked), with integer work per interval: the intervals are
+-- The SELECT of an entity's hour tier, from the interval records of the given hours p_hours
+-- (_measure.intervals: runs unpacked; v_lo and v_hi are the first hour and the end of the
+-- last, computed beforehand so that the function is inlined), with integer work per interval: the intervals are
 -- grouped by entity, measurement, hour AND DELTA-TIME keeping each counter's smallest and
 -- largest delta, and only the values of those extremes are computed. For one DELTA-TIME the
 -- largest delta has the largest value, and its value is exactly the one computed interval by
@@ -193,9 +194,7 @@ BEGIN
                   || E'               count(*) AS n, min(from_at) AS first_from_at, max(to_at) AS last_to_at%s\n'
                   || E'          FROM (SELECT ir.system_id, ir.entity_id, ir.measurement_id, ir.hour_at,\n'
                   || E'                       ir.delta_us, ir.cpu, ir.from_at, ir.to_at%s\n'
-                  || E'                  FROM _measure.intervals(p_system, %s::smallint,\n'
-                  || E'                           (SELECT min(h) FROM unnest(p_hours) h),\n'
-                  || E'                           (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL ''1 hour'') ir\n'
+                  || E'                  FROM _measure.intervals(p_system, %s::smallint, v_lo, v_hi) ir\n'
                   || E'                 WHERE ir.hour_at = ANY (p_hours)\n'
                   || E'                OFFSET 0) r\n'
                   || E'         GROUP BY system_id, entity_id, measurement_id, hour_at, delta_us) d\n'

@@ -83,6 +83,26 @@ SELECT v.ord, v.entity, t.type_code,
   JOIN _measure.entity_type t ON t.entity = v.entity;
 GRANT SELECT ON _measure.response_source TO measure_writer;
 
+-- Per entity and UTC hour of the ranges [p_lo[i], p_hi[i]), the measurement with the most
+-- measured time (ties: the lower id), from the runs' bounds alone (no counter is read).
+CREATE OR REPLACE FUNCTION _measure.run_best(p_system smallint, p_type smallint, p_lo timestamptz[],
+                                             p_hi timestamptz[])
+RETURNS TABLE (entity_id bigint, hour_at timestamptz, measurement_id integer)
+LANGUAGE sql STABLE AS $$
+    SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
+      FROM (SELECT r.entity_id, _measure.hour_of(r.from_at) AS hour_at, r.measurement_id,
+                   sum(greatest(0, least(r.n, measure.run_last(r.from_at, r.delta_us, w.hi))
+                                   - measure.run_first(r.from_at, r.delta_us, w.lo) + 1) * r.delta_us) AS run
+              FROM unnest(p_lo, p_hi) w (lo, hi)
+              JOIN _measure.interval_run r
+                ON r.system_id = p_system AND r.type_code = p_type
+               AND r.from_at >= _measure.hour_of(w.lo) AND r.from_at < w.hi
+             GROUP BY 1, 2, 3) a
+     WHERE a.run > 0
+     ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id
+$$;
+GRANT EXECUTE ON FUNCTION _measure.run_best(smallint, smallint, timestamptz[], timestamptz[]) TO measure_writer;
+
 -- Per response source, UTC hour and bin: the interval records with transactions of the
 -- ranges [p_lo[i], p_hi[i]), one measurement per entity-hour (the most measured time; ties:
 -- the lower id).
@@ -104,12 +124,9 @@ BEGIN
             SELECT ir.entity_id, ir.measurement_id, ir.hour_at, ir.delta_us,
                    ir.c[ir.i][s.tpos] AS n, greatest(ir.c[ir.i][s.rpos], 0) AS r
               FROM unnest(p_lo, p_hi) w (lo, hi)
-             CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi) ir),
-        best AS (
-            SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
-              FROM (SELECT x.entity_id, x.hour_at, x.measurement_id, sum(x.delta_us) AS run
-                      FROM x GROUP BY 1, 2, 3) a
-             ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id)
+             CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi,
+                                                   1::bigint << (s.tpos - 1)) ir),
+        best AS (SELECT * FROM _measure.run_best(p_system, s.type_code, p_lo, p_hi))
         SELECT s.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
                sum(x.r)::bigint, max(x.r::numeric / x.n)
           FROM x JOIN best USING (entity_id, hour_at, measurement_id)
@@ -397,7 +414,8 @@ GRANT EXECUTE ON FUNCTION _measure.response_window(smallint, timestamptz, timest
 
 -- Per DISCOPEN counter record, measurement and UTC hour of the ranges [p_lo[i], p_hi[i]):
 -- the sums of its interval records with DRIVER-INPUT-CALLS + DRIVER-OUTPUT-CALLS > 0 (rows
--- only where there are such records), best as in _measure.record_rows (over all records).
+-- only where there are such records; runs without any are not read), best as in
+-- _measure.record_rows (over all records: _measure.run_best).
 CREATE OR REPLACE FUNCTION _measure.discopen_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[],
                                                   p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
@@ -418,26 +436,23 @@ BEGIN
                       ') FILTER (WHERE io)::bigint');
     RETURN QUERY EXECUTE format($q$
         WITH r AS (
-            SELECT ir.entity_id, ir.record_at, ir.measurement_id, ir.hour_at, sum(ir.delta_us) AS run,
+            SELECT ir.entity_id, ir.record_at, ir.measurement_id, ir.hour_at,
                    count(*) FILTER (WHERE io)::integer AS samples, %s AS counters
               FROM (SELECT ir.*, greatest(ir.c[ir.i][%s], 0) + greatest(ir.c[ir.i][%s], 0) > 0 AS io
                       FROM unnest($2, $3) w (lo, hi)
                      CROSS JOIN LATERAL (
-                           SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi) ir
+                           SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi, $6) ir
                             WHERE $4 IS NULL OR ir.measurement_id = $4
                             OFFSET 0) ir) ir
              GROUP BY 1, 2, 3, 4),
-        m AS (
-            SELECT x.entity_id, x.hour_at, x.measurement_id,
-                   row_number() OVER (PARTITION BY x.entity_id, x.hour_at
-                                      ORDER BY x.run DESC, x.measurement_id) = 1 AS best
-              FROM (SELECT r.entity_id, r.hour_at, r.measurement_id, sum(r.run) AS run FROM r GROUP BY 1, 2, 3) x)
-        SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.best, e.ids->>'file_name', r.samples,
-               r.counters
-          FROM r JOIN m USING (entity_id, hour_at, measurement_id)
+        m AS (SELECT * FROM _measure.run_best($1, $5, $2, $3))
+        SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.measurement_id IS NOT NULL,
+               e.ids->>'file_name', r.samples, r.counters
+          FROM r LEFT JOIN m USING (entity_id, hour_at, measurement_id)
           JOIN _measure.entity e ON e.entity_id = r.entity_id
          WHERE r.samples > 0$q$, v_sums, v_in, v_out)
-    USING p_system, p_lo, p_hi, p_measurement, v_type;
+    USING p_system, p_lo, p_hi, p_measurement, v_type,
+          _measure.counter_mask(v_type, ARRAY['driver_input_calls', 'driver_output_calls']);
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.discopen_rows(smallint, timestamptz[], timestamptz[], integer) TO measure_writer;

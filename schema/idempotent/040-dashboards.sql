@@ -929,6 +929,8 @@ DECLARE
     c_in integer;
     c_out integer;
     c_resp integer;
+    v_lo timestamptz := (SELECT min(h) FROM unnest(p_hours) h);
+    v_hi timestamptz := (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour';
 BEGIN
     IF v_type IS NULL OR p_hours IS NULL OR cardinality(p_hours) = 0 THEN
         RETURN;
@@ -954,8 +956,7 @@ BEGIN
                    sum(greatest(ir.c[ir.i][c_in], 0)), sum(greatest(ir.c[ir.i][c_out], 0)),
                    sum(greatest(ir.c[ir.i][c_resp], 0)),
                    max(greatest(ir.c[ir.i][c_resp], 0)::numeric / nullif(greatest(ir.c[ir.i][c_trans], 0), 0))
-              FROM _measure.intervals(p_system, v_type, (SELECT min(h) FROM unnest(p_hours) h),
-                                      (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') ir
+              FROM _measure.intervals(p_system, v_type, v_lo, v_hi) ir
              WHERE ir.hour_at = ANY (p_hours)
              GROUP BY ir.entity_id, ir.measurement_id, 2) x
      ORDER BY x.entity_id, x.hour_at, x.elapsed_us DESC, x.measurement_id;
