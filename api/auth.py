@@ -1,9 +1,10 @@
 """Bearer tokens (``Authorization: Bearer <token>``): only their SHA-256 is stored.
 
-Scopes: ``read`` and ``write`` (write includes read). Every state-changing endpoint depends on
-:data:`WriteToken`; reads depend on :data:`ReadToken`, which asks for a token only when
-MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is sent is always checked).
-Tokens are made by ``measuredb token create NAME --scope read|write``.
+Scopes: ``read``, ``write`` (includes read) and ``admin`` (includes write: retention and other
+platform configuration, /admin/…). Every state-changing endpoint depends on :data:`WriteToken`,
+every /admin endpoint on :data:`AdminToken`; reads depend on :data:`ReadToken`, which asks for
+a token only when MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is sent is always
+checked). Tokens are made by ``measuredb token create NAME --scope read|write|admin``.
 
 Reads remember a token's scope for a minute (api/cache.py :class:`TokenCache`; a revocation
 is seen at once); writes ask the database every time.
@@ -47,9 +48,21 @@ def require_write(session: SessionDep, credentials: Credentials) -> str:
         raise Unauthorized("this endpoint changes state: send Authorization: Bearer <token> "
                            "with a write token (measuredb token create NAME --scope write)",
                            field="Authorization")
-    if scope != "write":
+    if scope not in ("write", "admin"):
         raise Forbidden("this endpoint changes state and needs a write token; this one is "
                         f"{scope}-only", field="Authorization")
+    return scope
+
+
+def require_admin(session: SessionDep, credentials: Credentials) -> str:
+    scope = _scope(session, credentials)
+    if scope is None:
+        raise Unauthorized("this endpoint configures the platform: send Authorization: Bearer <token> "
+                           "with an admin token (measuredb token create NAME --scope admin)",
+                           field="Authorization")
+    if scope != "admin":
+        raise Forbidden(f"this endpoint configures the platform and needs an admin token; this one is "
+                        f"{scope}", field="Authorization")
     return scope
 
 
@@ -75,4 +88,5 @@ async def require_read(request: Request, session: SessionDep, credentials: Crede
 
 
 WriteToken = Annotated[str, Depends(require_write)]
+AdminToken = Annotated[str, Depends(require_admin)]
 ReadToken = Annotated[str | None, Depends(require_read)]

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
+from api.admin.router import router as admin_router
 from api.cache import CacheMiddleware, ReadCache
 from api.config import ApiSettings
 from api.counters.router import router as counters_router
@@ -59,7 +60,7 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization"])
+                           allow_methods=["GET", "POST", "PUT", "DELETE"], allow_headers=["Authorization"])
 
     app.include_router(health_router)
     app.include_router(measurements_router)
@@ -68,6 +69,7 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.include_router(tiers_router)
     app.include_router(meascom_router)
     app.include_router(reports_router)
+    app.include_router(admin_router)
     return app
 
 

@@ -8,6 +8,7 @@
     measuredb health [--collector]
     measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
     measuredb token create|list|revoke
+    measuredb retention show|set|run|log
 
 Bad settings and unreachable databases end the command with one line naming the setting,
 never with a traceback.
@@ -33,6 +34,7 @@ from collector import schema as schema_runner
 from collector.config import CollectorSettings, DatabaseSettings, describe_validation_error
 from collector.database import DatabaseError, connect, describe_url
 from collector.report_cli import report_app
+from collector.retention_cli import retention_app
 from collector.token_cli import token_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
@@ -40,6 +42,7 @@ schema_app = typer.Typer(no_args_is_help=True, help="Apply or inspect the databa
 app.add_typer(schema_app, name="schema")
 app.add_typer(report_app, name="report")
 app.add_typer(token_app, name="token")
+app.add_typer(retention_app, name="retention")
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
@@ -187,6 +190,7 @@ def backfill(
         t = now_us()
         c.backfill(t - t % c.node.step_us, progress=True)
         c.checkpoint()
+        c.upkeep()
         c.close()
         simulated = (c.node.now_us - c.state.epoch_us) / SECOND
         stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")

@@ -68,6 +68,11 @@ class CollectorSettings(DatabaseSettings):
     heartbeat_seconds: float = Field(default=5.0, gt=0, le=300)
     spool_dir: Path | None = Field(default=None, description="default: <data_dir>/spool")
     spool_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    upkeep_seconds: float = Field(default=300.0, ge=10, le=86_400,
+                                  description="how often the collector packs live runs, compresses "
+                                              "old TimescaleDB chunks and (daily) applies retention")
+    compress_after_hours: float = Field(default=24.0, ge=0, le=24 * 3660,
+                                        description="TimescaleDB: compress a day's chunk this long after it ended")
 
     @property
     def spool_path(self) -> Path:

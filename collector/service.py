@@ -419,6 +419,44 @@ class Collector:
         threading.Thread(target=loop, name="report-scheduler", daemon=True).start()
         return stop
 
+    def upkeep(self) -> dict[str, Any] | None:
+        """Pack live runs, compress old TimescaleDB chunks, apply retention once a day
+        (_measure.upkeep); logs what it did. None when the database cannot be reached."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=3) as conn:
+                done = conn.execute(
+                    "SELECT _measure.upkeep(now(), %s * INTERVAL '1 hour')",
+                    (self.settings.compress_after_hours,)).fetchone()[0]
+        except psycopg.OperationalError as exc:
+            log.warning("upkeep skipped, database unreachable: %s", exc)
+            return None
+        if done["packed"]:
+            log.info("upkeep: packed %d live runs", done["packed"])
+        if done["compressed"]:
+            log.info("upkeep: compressed %s", ", ".join(done["compressed"]))
+        retention = done.get("retention")
+        if retention:
+            from collector.retention_cli import describe
+
+            for line in describe(retention):
+                (log.warning if "held back" in line else log.info)("retention: %s", line)
+        return done
+
+    def start_upkeep(self) -> threading.Event:
+        """Run upkeep every MEASUREDB_COLLECTOR_UPKEEP_SECONDS in a background thread (its own
+        connection: it never holds up the virtual clock)."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.settings.upkeep_seconds):
+                try:
+                    self.upkeep()
+                except psycopg.Error as exc:  # a failed upkeep is retried at the next turn
+                    log.warning("upkeep failed: %s", str(exc).strip())
+
+        threading.Thread(target=loop, name="upkeep", daemon=True).start()
+        return stop
+
     def live(self, *, stop_after_s: float | None = None) -> None:
         """Pace the virtual clock at real time × speed; poll the control plane each second."""
         self.mode = "live"
@@ -541,7 +579,9 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         t = now_us()
         collector.backfill(t - t % collector.node.step_us, progress=os.isatty(2))  # on the grid
         collector.checkpoint()
+        collector.upkeep()
         collector.start_scheduler()
+        collector.start_upkeep()
         collector.live()
     except KeyboardInterrupt:
         try:  # store what was measured since the last slice (e.g. start copies)

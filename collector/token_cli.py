@@ -1,6 +1,6 @@
 """`measuredb token create|list|revoke`: API bearer tokens (only their SHA-256 is stored).
 
-    measuredb token create NAME --scope read|write   prints the token once
+    measuredb token create NAME --scope read|write|admin   prints the token once
     measuredb token list
     measuredb token revoke NAME
 """
@@ -52,15 +52,16 @@ def _friendly(func):
 @token_app.command("create")
 def create(
     name: Annotated[str, typer.Argument(help="a name for the token (who or what uses it)")],
-    scope: Annotated[str, typer.Option(help="read or write (write includes read)")] = "read",
+    scope: Annotated[str, typer.Option(help="read, write (includes read) or admin (includes write: "
+                                            "retention and other configuration)")] = "read",
 ) -> None:
     """Create a token and print it once (it cannot be shown again)."""
     from collector.cli import UserError, out
 
     @_friendly
     def run() -> None:
-        if scope not in ("read", "write"):
-            raise UserError(f"--scope must be read or write, got {scope!r}")
+        if scope not in ("read", "write", "admin"):
+            raise UserError(f"--scope must be read, write or admin, got {scope!r}")
         if not name.strip() or len(name) > 64:
             raise UserError("NAME must be 1-64 characters")
         url, server = _url_and_server()

@@ -267,15 +267,20 @@ BEGIN
          WHERE r.from_at >= p_hour AND r.from_at < p_hour + INTERVAL '1 hour'
            AND (r.measurement_id, r.entity_id, r.record_at, r.from_at)
                = (p.measurement_id, p.entity_id, p.record_at, p.from_at)
-        RETURNING r.*, p.grp)
+        RETURNING r.*, p.grp),
+    ends AS (  -- the first run's base and the last run's tail and closing kind
+        SELECT g.*, first_value(g.base) OVER w AS first_base, last_value(g.tail) OVER w AS last_tail,
+               last_value(g.closing_kind) OVER w AS last_kind
+          FROM gone g
+        WINDOW w AS (PARTITION BY g.measurement_id, g.entity_id, g.record_at, g.grp ORDER BY g.from_at
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING))
     INSERT INTO _measure.interval_run (system_id, type_code, measurement_id, entity_id, record_at, from_at,
                                        delta_us, n, closing_kind, cpu, error, counters, base, tail, nonzero)
     SELECT min(g.system_id), min(g.type_code), g.measurement_id, g.entity_id, g.record_at, min(g.from_at),
-           min(g.delta_us), sum(g.n)::smallint, (array_agg(g.closing_kind ORDER BY g.from_at DESC))[1],
-           min(g.cpu), min(g.error), _measure.array_cat_agg(g.counters ORDER BY g.from_at),
-           (array_agg(g.base ORDER BY g.from_at))[1], (array_agg(g.tail ORDER BY g.from_at DESC))[1],
+           min(g.delta_us), sum(g.n)::smallint, min(g.last_kind), min(g.cpu), min(g.error),
+           _measure.array_cat_agg(g.counters ORDER BY g.from_at), min(g.first_base), min(g.last_tail),
            CASE WHEN count(g.nonzero) = count(*) THEN bit_or(g.nonzero) END
-      FROM gone g
+      FROM ends g
      GROUP BY g.measurement_id, g.entity_id, g.record_at, g.grp;
     GET DIAGNOSTICS v_removed = ROW_COUNT;
     RETURN (SELECT count(*) FROM _pack) - v_removed;

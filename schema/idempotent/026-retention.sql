@@ -235,3 +235,79 @@ BEGIN
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.retention_run(boolean, timestamptz, text) TO measure_writer;
+
+-- ---------------------------------------------------------------- upkeep
+
+-- The platform's upkeep, run by the collector every few minutes (and at the end of a
+-- backfill), in the caller's transaction; returns what it did:
+--   packed      runs merged in hours that live collection wrote a minute at a time
+--   compressed  TimescaleDB chunks whose day ended more than p_compress_after ago (none on
+--               plain PostgreSQL, where TOAST compresses every run as it is written)
+--   retention   the result of _measure.retention_run when the last one (not a dry run) is a
+--               day old or more
+CREATE OR REPLACE FUNCTION _measure.upkeep(p_now timestamptz DEFAULT now(),
+                                           p_compress_after interval DEFAULT INTERVAL '1 day',
+                                           p_by text DEFAULT 'upkeep')
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_packed integer;
+    v_part record;
+    v_compressed text[] := '{}';
+    v_retention jsonb;
+BEGIN
+    v_packed := _measure.pack_runs(p_now, 10000);
+    IF p_compress_after IS NOT NULL THEN
+        FOR v_part IN SELECT * FROM _measure.run_parts() p
+                       WHERE NOT p.compressed AND p.hi <= p_now - p_compress_after
+                         AND (SELECT c.relkind FROM pg_class c WHERE c.oid = '_measure.interval_run'::regclass) <> 'p'
+                         AND NOT EXISTS (SELECT 1 FROM _measure.pack_todo t WHERE t.hour_at >= p.lo AND t.hour_at < p.hi)
+                       ORDER BY p.lo LOOP
+            PERFORM compress_chunk(v_part.part, if_not_compressed => true);
+            v_compressed := v_compressed || v_part.part::text;
+        END LOOP;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM _measure.purge_log l
+                    WHERE NOT l.dry_run AND l.finished_at IS NOT NULL AND l.now_at > p_now - INTERVAL '1 day') THEN
+        v_retention := _measure.retention_run(false, p_now, p_by);
+    END IF;
+    RETURN jsonb_build_object('packed', v_packed, 'compressed', to_jsonb(v_compressed), 'retention', v_retention);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.upkeep(timestamptz, interval, text) TO measure_writer;
+
+-- ---------------------------------------------------------------- for the API's admin scope
+
+-- The API (role measure_api) changes retention only through these; the admin scope of its
+-- tokens is checked by the API (api/auth.py).
+CREATE OR REPLACE FUNCTION measure.retention_show()
+RETURNS TABLE (class text, keep interval, cutoff timestamptz, purged_before timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM _measure.retention_show()
+$$;
+REVOKE ALL ON FUNCTION measure.retention_show() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.retention_show() TO measure_api;
+
+CREATE OR REPLACE FUNCTION measure.retention_set(p_class text, p_keep interval)
+RETURNS TABLE (class text, keep interval)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT * FROM _measure.retention_set(p_class, p_keep)
+$$;
+REVOKE ALL ON FUNCTION measure.retention_set(text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.retention_set(text, interval) TO measure_api;
+
+CREATE OR REPLACE FUNCTION measure.retention_run(p_dry_run boolean, p_by text)
+RETURNS jsonb LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT _measure.retention_run(p_dry_run, now(), p_by)
+$$;
+REVOKE ALL ON FUNCTION measure.retention_run(boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.retention_run(boolean, text) TO measure_api;
+
+CREATE OR REPLACE FUNCTION measure.purge_log(p_limit integer DEFAULT 20)
+RETURNS TABLE (purge_id bigint, started_at timestamptz, finished_at timestamptz, dry_run boolean,
+               requested_by text, now_at timestamptz, removed jsonb, held_back jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT l.purge_id, l.started_at, l.finished_at, l.dry_run, l.requested_by, l.now_at, l.removed, l.held_back
+      FROM _measure.purge_log l ORDER BY l.purge_id DESC LIMIT greatest(1, least(p_limit, 1000))
+$$;
+REVOKE ALL ON FUNCTION measure.purge_log(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.purge_log(integer) TO measure_api;

@@ -142,7 +142,7 @@ def test_a_revoked_name_can_be_neither_revoked_again_nor_reused(cli) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("create", "x", "--scope", "admin"), "measuredb: --scope must be read or write, got 'admin'\n"),
+    (("create", "x", "--scope", "root"), "measuredb: --scope must be read, write or admin, got 'root'\n"),
     (("create", "   "), "measuredb: NAME must be 1-64 characters\n"),
     (("create", "n" * 65), "measuredb: NAME must be 1-64 characters\n"),
     (("revoke", "nobody"), "measuredb: no active token named 'nobody' (see measuredb token list)\n"),
