@@ -13,6 +13,24 @@
 -- and measure.interval_record (schema/idempotent/030-api.sql) derive the same rows from the
 -- runs. The tiers stay as they are (they were computed from the same intervals).
 
+-- plain PostgreSQL: the daily partitions the records need (named and made as
+-- _measure.run_partitions_for makes them, schema/idempotent/015-runs.sql)
+DO $parts$
+DECLARE
+    v_day date;
+BEGIN
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = '_measure.interval_run'::regclass) <> 'p' THEN
+        RETURN;
+    END IF;
+    FOR v_day IN SELECT DISTINCT (ir.from_at AT TIME ZONE 'UTC')::date FROM _measure.interval_record ir ORDER BY 1 LOOP
+        EXECUTE format('CREATE TABLE _measure.%I PARTITION OF _measure.interval_run '
+                       'FOR VALUES FROM (%L) TO (%L) WITH (toast_tuple_target = 128)',
+                       'interval_run_p' || to_char(v_day, 'YYYYMMDD'), (v_day + time '00:00') AT TIME ZONE 'UTC',
+                       (v_day + 1 + time '00:00') AT TIME ZONE 'UTC');
+    END LOOP;
+END
+$parts$;
+
 CREATE TEMP TABLE _mig_start ON COMMIT DROP AS
 SELECT t.type_code, array_agg(d.position ORDER BY d.position) AS pos
   FROM _measure.counter_def d JOIN _measure.entity_type t ON t.entity = d.entity

@@ -40,36 +40,72 @@ GRANT SELECT ON measure.interval_record TO measure_writer, measure_api, measure_
 -- value, 3 interval, 4 entity-stop, 5 stop), derived: the copies that close no interval are
 -- stored (_measure.extra_copy); the copy closing interval i of a run is its chain's base (the
 -- copy that opened the chain's first run of the UTC day) plus the deltas up to i for delta
--- counters, interval i's value for level counters, and for STARTING-… snapshots the next
--- interval's (the run's tail after its last one). The same rows the collector copied.
+-- counters (a running sum over the intervals: _measure.copy_accum), interval i's value for
+-- level counters, and for STARTING-… snapshots the next interval's (the run's tail after its
+-- last one). The same rows the collector copied; NULL counters where no base is known (runs
+-- loaded as interval records).
+CREATE OR REPLACE FUNCTION _measure.copy_step(p_state bigint[], p_row bigint[], p_base bigint[],
+                                              p_delta boolean[])
+RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_base IS NOT NULL THEN
+        p_state := p_base;
+    END IF;
+    IF p_state IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 1 .. cardinality(p_row) LOOP
+        IF p_delta[i] THEN
+            p_state[i] := p_state[i] + p_row[i];
+        END IF;
+    END LOOP;
+    RETURN p_state;
+END
+$$;
+CREATE OR REPLACE AGGREGATE _measure.copy_accum(bigint[], bigint[], boolean[]) (
+    SFUNC = _measure.copy_step, STYPE = bigint[]);
+
+CREATE OR REPLACE FUNCTION _measure.copy_out(p_state bigint[], p_row bigint[], p_next bigint[], p_tail bigint[],
+                                             p_role text[], p_tail_index integer[])
+RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_out bigint[] := p_row;
+BEGIN
+    FOR i IN 1 .. cardinality(p_row) LOOP
+        v_out[i] := CASE p_role[i] WHEN 'delta' THEN p_state[i]
+                                   WHEN 'start' THEN coalesce(p_next[i], p_tail[p_tail_index[i]])
+                                   ELSE p_row[i] END;
+    END LOOP;
+    RETURN v_out;
+END
+$$;
+
+-- Per entity type, the role of each counter position (delta, level, start; 015-runs.sql).
+CREATE OR REPLACE VIEW _measure.counter_roles AS
+SELECT type_code, array_agg(role ORDER BY position) AS role, array_agg(role = 'delta' ORDER BY position) AS delta,
+       array_agg(tail_index ORDER BY position)::integer[] AS tail_index
+  FROM _measure.counter_role GROUP BY type_code;
+
 CREATE OR REPLACE VIEW measure.counter_copy AS
-WITH runs AS (
-    SELECT s.*, count(s.base) OVER (PARTITION BY s.measurement_id, s.entity_id, s.record_at
-                                    ORDER BY s.from_at) AS chain
-      FROM _measure.interval_run s),
-vals AS (
-    SELECT r.measurement_id, r.entity_id, r.record_at, r.system_id, r.type_code, r.cpu, r.error, r.chain,
-           r.from_at + g.i * r.delta_us * INTERVAL '1 microsecond' AS copy_at,
-           CASE WHEN g.i = r.n THEN r.closing_kind ELSE 3::smallint END AS copy_kind,
-           r.from_at AS run_from, g.i, k.position, k.role, r.base[k.position] AS base_v,
-           CASE WHEN k.role <> 'start' THEN d.c[g.i][k.position]
-                WHEN g.i < r.n THEN d.c[g.i + 1][k.position]
-                ELSE r.tail[k.tail_index] END AS v
-      FROM runs r
+WITH iv AS (
+    SELECT r.measurement_id, r.entity_id, r.record_at, r.system_id, r.type_code, r.cpu, r.error, r.from_at,
+           g.i, r.n, r.delta_us, r.closing_kind, r.tail, CASE WHEN g.i = 1 THEN r.base END AS base,
+           ARRAY(SELECT x FROM unnest(d.c[g.i:g.i][:]) x) AS v,
+           CASE WHEN g.i < r.n THEN ARRAY(SELECT x FROM unnest(d.c[g.i + 1:g.i + 1][:]) x) END AS v_next
+      FROM _measure.interval_run r
      CROSS JOIN LATERAL (SELECT r.counters || '{}'::bigint[] AS c OFFSET 0) d
-     CROSS JOIN LATERAL generate_series(1, r.n) g (i)
-      JOIN _measure.counter_role k ON k.type_code = r.type_code),
-cum AS (
-    SELECT v.*, CASE WHEN v.role = 'delta'
-                     THEN max(v.base_v) OVER c + sum(v.v) OVER (c ORDER BY v.run_from, v.i)
-                     ELSE v.v END AS value
-      FROM vals v
-    WINDOW c AS (PARTITION BY v.measurement_id, v.entity_id, v.record_at, v.chain, v.position))
-SELECT cum.measurement_id, cum.entity_id, cum.record_at, cum.copy_at, cum.copy_kind, cum.system_id,
-       cum.type_code, cum.cpu, cum.error, array_agg(cum.value::bigint ORDER BY cum.position) AS counters
-  FROM cum
- GROUP BY cum.measurement_id, cum.entity_id, cum.record_at, cum.copy_at, cum.copy_kind, cum.system_id,
-          cum.type_code, cum.cpu, cum.error
+     CROSS JOIN LATERAL generate_series(1, r.n) g (i)),
+acc AS (
+    SELECT iv.*, _measure.copy_accum(iv.v, iv.base, k.delta)
+                     OVER (PARTITION BY iv.measurement_id, iv.entity_id, iv.record_at ORDER BY iv.from_at, iv.i) AS state,
+           k.role, k.tail_index
+      FROM iv JOIN _measure.counter_roles k USING (type_code))
+SELECT acc.measurement_id, acc.entity_id, acc.record_at,
+       acc.from_at + acc.i * acc.delta_us * INTERVAL '1 microsecond' AS copy_at,
+       CASE WHEN acc.i = acc.n THEN acc.closing_kind ELSE 3::smallint END AS copy_kind,
+       acc.system_id, acc.type_code, acc.cpu, acc.error,
+       _measure.copy_out(acc.state, acc.v, acc.v_next, acc.tail, acc.role, acc.tail_index) AS counters
+  FROM acc
 UNION ALL
 SELECT x.measurement_id, x.entity_id, x.record_at, x.copy_at, x.copy_kind, x.system_id, x.type_code, x.cpu,
        x.error, x.counters

@@ -1,0 +1,127 @@
+"""Upgrade in place: a database at the last release before the interval runs (schema version
+90, tests/fixtures/schema-090) moves to today's layout with its data (schema/101), and every
+interval record, copy, tier, report and dashboard function answers exactly as before.
+
+The data is written the way release 90 stored it (a copy and an interval record per entity
+and interval) from six hours of the demo node across a daylight-saving change, with a second,
+overlapping measurement of the CPUs and processes, and condensed by release 90's own code."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collector import schema
+from collector.catalog import load_catalog
+from collector.measure.contab import ContabBuilder
+from collector.measure.copies import IntervalBuilder
+from collector.measure.measmon import Copy, Measmon, Measurement
+from collector.node.engine import Node
+from collector.node.topology import load_node
+from collector.service import default_contab
+from collector.sink import COPY_COLUMNS, COPY_HEADER, COPY_TRAILER, EntityRegistry, encode_rows
+from tests.snapshot import differences, snapshot
+
+OLD_SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "schema-090"
+CAT = load_catalog()
+SECOND = 1_000_000
+START = datetime(2026, 3, 28, 22, 0, tzinfo=UTC)        # Amsterdam: 23:00 CET, DST at 01:00 UTC
+HOURS = 6
+INTERVAL_COLUMNS = ("measurement_id", "entity_id", "record_at", "from_at", "to_at", "delta_us",
+                    "closing_kind", "system_id", "type_code", "cpu", "error", "counters")
+MODE = os.environ.get("MEASUREDB_TIMESCALEDB", "off")
+
+
+def load_as_release_90(url: str) -> None:
+    """The demo node under two measurements, stored as release 90's writer stored it."""
+    topo = load_node("demo")
+    start_us = int(START.timestamp()) * SECOND
+    with psycopg.connect(url) as c:
+        sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) VALUES (%s, %s, %s)"
+                        " RETURNING system_id", (topo.system_name, topo.system_number, topo.time_zone)).fetchone()[0]
+        for mid, name in ((1, "DEFAULT"), (2, "CPLN")):
+            c.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) VALUES (%s, %s, '{}', 'running')"
+                      " RETURNING measurement_id", (sid, name))
+    node = Node(topo, "demo", seed=11, start_us=start_us, catalog=CAT, step_us=60 * SECOND)
+    registry = EntityRegistry(CAT, node.tables, sid)
+    builder = IntervalBuilder(CAT)
+    entities: list = []
+    copies: list[bytes] = []
+    intervals: list[bytes] = []
+
+    def on_copy(copy: Copy) -> None:
+        batch = builder.on_copy(copy)
+        code = CAT.entity(copy.entity).code
+        ids = registry.ids(copy.entity, copy.slots, copy.at_us, entities)
+        copies.append(encode_rows(COPY_COLUMNS, {
+            "measurement_id": copy.measurement_id, "entity_id": ids, "record_at": copy.alloc_us,
+            "copy_at": copy.at_us, "copy_kind": copy.kind, "system_id": sid, "type_code": code,
+            "cpu": copy.cpu, "error": copy.error}, copy.values))
+        if batch is not None and len(batch):
+            bids = registry.ids(copy.entity, batch.slots, copy.at_us, entities)
+            intervals.append(encode_rows(INTERVAL_COLUMNS, {
+                "measurement_id": batch.measurement_id, "entity_id": bids, "record_at": batch.alloc_us,
+                "from_at": batch.from_us, "to_at": batch.to_us, "delta_us": batch.to_us - batch.from_us,
+                "closing_kind": batch.closing_kind, "system_id": sid, "type_code": code, "cpu": batch.cpu,
+                "error": 0}, batch.values))
+
+    mon = Measmon(node, on_copy, catalog=CAT, on_state=lambda *a: None)
+    mon.add(Measurement(1, "DEFAULT", default_contab(topo), start_us=start_us, interval_us=60 * SECOND))
+    second = ContabBuilder()
+    second.add("cpu", None)
+    second.add("process", None)
+    mon.add(Measurement(2, "CPLN", second.build(), start_us=start_us + 3600 * SECOND,
+                        stop_us=start_us + 4 * 3600 * SECOND, interval_us=300 * SECOND))
+    mon.run_until(start_us + HOURS * 3600 * SECOND)
+    with psycopg.connect(url) as c:
+        c.cursor().executemany(
+            "INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)"
+            " VALUES (%s, %s, %s, %s, %s::jsonb, %s, _measure.us_to_timestamptz(%s))",
+            [(eid, sid, code, key, ids, cpu if cpu >= 0 else None, at) for eid, code, key, ids, cpu, at in entities])
+        for table, columns, payload in (("counter_copy", COPY_COLUMNS, copies),
+                                        ("interval_record", INTERVAL_COLUMNS, intervals)):
+            with c.cursor().copy(f"COPY _measure.{table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as cp:
+                cp.write(COPY_HEADER)
+                for chunk in payload:
+                    cp.write(chunk)
+                cp.write(COPY_TRAILER)
+        c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)",
+                  (sid, START, START + timedelta(hours=HOURS)))
+    with psycopg.connect(url, autocommit=True) as c:  # release 90 condensed in its own way per engine
+        if c.execute("SELECT timescaledb FROM _measure.install_info").fetchone()[0]:
+            c.execute("CALL _measure.tiers_job(0, '{}')")
+        else:
+            c.execute("SELECT _measure.condense(NULL, 100000)")
+
+
+def test_upgrade_keeps_every_answer(fresh_database) -> None:
+    url = fresh_database("_upgrade")
+    assert schema.apply(url, mode=MODE, schema_dir=OLD_SCHEMA).version == 90
+    load_as_release_90(url)
+    days = [START.date(), (START + timedelta(hours=HOURS)).date()]
+    windows = [(START, START + timedelta(hours=HOURS)), (START + timedelta(minutes=97), START + timedelta(hours=3, minutes=1))]
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone() == (0,)
+        n_records = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
+        before = snapshot(c, "\\DEMO", days, windows, copies="_measure.counter_copy")
+    assert n_records > 100_000 and len(before["counter_copy"]) > n_records
+    assert all(before[k] for k in ("cpu_hour", "process_summary[0]", "discopen_summary[0]", "terminal_summary[0]",
+                                   "transaction_resource[0]", "cpu_shift", "cpu_month"))
+
+    result = schema.apply(url, mode=MODE)
+    assert result.applied[-1] == "101-interval-runs-migrate.sql" and result.version == 101
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT to_regclass('_measure.counter_copy'), to_regclass('_measure.interval_record')::text"
+                         ).fetchone() == (None, "_measure.interval_record")       # a table no more: the view
+        runs, intervals = c.execute("SELECT count(*), sum(n) FROM _measure.interval_run").fetchone()
+        assert intervals == n_records and runs < n_records / 30
+        after = snapshot(c, "\\DEMO", days, windows)
+        assert differences(before, after) == []
+        # condensing everything again from the runs changes nothing either
+        c.execute("SELECT _measure.recondense(system_id, %s, %s) FROM _measure.system",
+                  (START, START + timedelta(hours=HOURS)))
+        assert differences(before, snapshot(c, "\\DEMO", days, windows)) == []
