@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from collector import schema
 from collector.catalog import load_catalog
