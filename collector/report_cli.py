@@ -112,7 +112,7 @@ def _connect():
     from collector.database import connect
 
     settings = DatabaseSettings()
-    return connect(settings.database_url, settings.data_dir)
+    return connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
 
 
 def _with_database(func):

@@ -17,6 +17,7 @@ import pytest
 
 from collector import schema as schema_runner
 from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+from tests.engine import MODE, TIMESCALEDB
 
 REPO = Path(__file__).resolve().parents[1]
 warnings.filterwarnings("ignore", module="platformdirs")
@@ -29,8 +30,9 @@ def pg_admin_url() -> Iterator[str]:
     if url:
         yield with_dbname(url, "postgres")
         return
-    data_dir = Path(os.environ.get("MEASUREDB_TEST_DATA_DIR", REPO / ".data" / "test"))
-    server = start_embedded(data_dir, dbname="postgres")
+    default = REPO / ".data" / ("test-timescaledb" if TIMESCALEDB else "test")
+    data_dir = Path(os.environ.get("MEASUREDB_TEST_DATA_DIR", default))
+    server = start_embedded(data_dir, dbname="postgres", timescaledb=TIMESCALEDB)
     yield server.admin_url()
     server.stop()
 
@@ -59,9 +61,9 @@ def fresh_database(pg_admin_url: str):
 
 @pytest.fixture(scope="session")
 def db_url(fresh_database) -> str:
-    """The session's database with schema/ applied (plain PostgreSQL branch)."""
+    """The session's database with schema/ applied (in the suite's mode: tests/engine.py)."""
     url = fresh_database("")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     return url
 
 

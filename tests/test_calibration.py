@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from collector import schema
 from collector.config import CollectorSettings
 from collector.service import SECOND, Collector
+from tests.engine import MODE
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday; the RDS and ET1 workloads are flat
 WARM = timedelta(minutes=10)
@@ -35,7 +36,7 @@ TABLE4_VLX = {"system_overhead": 39, "tmf_disc": 66, "line_handler": 35, "tcp": 
 
 def _report(fresh_database, tmp_path, node: str, workload: str, suffix: str) -> dict[str, dict]:
     url = fresh_database(suffix)
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     settings = CollectorSettings(node=node, workload=workload, seed=2026, step_seconds=60,
                                  interval_seconds=60, spool_dir=tmp_path / "spool")
     c = Collector(settings, url)
@@ -87,7 +88,7 @@ def test_et1_reaches_table5_through_the_report(fresh_database, tmp_path):
 
 def test_the_collector_maps_its_server_programs_once(fresh_database, tmp_path):
     url = fresh_database("_cal_map")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     settings = CollectorSettings(node="rds-txp", workload="rds", spool_dir=tmp_path / "spool")
     for _ in range(2):  # a restart registers again and adds nothing
         Collector(settings, url).register(epoch_us=int(T0.timestamp()) * SECOND)

@@ -20,6 +20,7 @@ from collector import schema
 from collector.config import CollectorSettings
 from collector.service import Collector, now_us
 from collector.token_cli import create_token
+from tests.engine import MODE
 
 MINUTE = 60_000_000
 
@@ -48,7 +49,7 @@ class Live(threading.Thread):
 @pytest.fixture(scope="module")
 def platform(fresh_database, tmp_path_factory) -> Iterator[tuple[str, Collector, TestClient, dict]]:
     url = fresh_database("_e2e")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     tmp = tmp_path_factory.mktemp("e2e")
     c = Collector(CollectorSettings(node="demo", seed=11, interval_seconds=60, heartbeat_seconds=0.2,
                                     data_dir=tmp, spool_dir=tmp / "spool"), url)

@@ -17,6 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.engine import TIMESCALEDB
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -83,7 +85,7 @@ def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
     proc = start(data, port)
     output = Output(proc)
     body = wait_healthy(port, proc)
-    assert body["status"] == "ok" and body["database"] and body["timescaledb"] is False
+    assert body["status"] == "ok" and body["database"] and body["timescaledb"] is TIMESCALEDB
     output.wait_for("measuredb is running")
     out = ctrl_c(proc, output)
     assert "measuredb is running" in out and f"http://127.0.0.1:{port}/docs" in out

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = DatabaseSettings()
         except ValidationError as exc:
             return _fail(describe_validation_error(exc, DatabaseSettings), 2)
-        url, server = connect(settings.database_url, settings.data_dir)
+        url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
     except DatabaseError as exc:
         return _fail(str(exc), 2)
     try:

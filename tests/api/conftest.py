@@ -21,6 +21,7 @@ from api.main import create_app
 from collector import schema as schema_runner
 from collector.token_cli import create_token
 from tests.api.fakes import FakeCollector
+from tests.engine import MODE
 
 SYSTEM = "\\APIT"
 
@@ -28,7 +29,7 @@ SYSTEM = "\\APIT"
 @pytest.fixture(scope="session")
 def api_db_url(fresh_database) -> str:
     url = fresh_database("_api")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     with psycopg.connect(url) as c:
         c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                   "VALUES (%s, 3, 'Europe/Berlin')", (SYSTEM,))

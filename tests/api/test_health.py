@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from api.config import ApiSettings
 from api.main import create_app
 from collector.schema import load_plan
+from tests.engine import TIMESCALEDB
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def test_health_without_collector_is_degraded(client: TestClient, db_url: str) -
     assert body["status"] == "degraded"
     assert body["database"] is True
     assert body["schema_version"] == load_plan().code_version == body["code_schema_version"]
-    assert body["timescaledb"] is False
+    assert body["timescaledb"] is TIMESCALEDB
     assert body["collector_alive"] is False
     assert body["detail"] == "no collector heartbeat within 60 s"
 

@@ -17,6 +17,7 @@ from collector.meascom import cli
 from collector.token_cli import create_token
 from tests.api.conftest import make_client
 from tests.collector.meascom.test_parser import FIGURE_3
+from tests.engine import MODE
 
 SYSTEM = "\\MEASCOM"
 CPU = load_catalog().entity("cpu")
@@ -26,7 +27,7 @@ CPU = load_catalog().entity("cpu")
 @pytest.fixture(scope="module")
 def api_db_url(fresh_database) -> str:
     url = fresh_database("_meascom_api")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     return url
 
 

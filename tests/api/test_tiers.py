@@ -20,6 +20,7 @@ import pytest
 from collector import schema as schema_runner
 from collector.catalog import load_catalog
 from tests.api.conftest import make_client
+from tests.engine import MODE
 
 CAT = load_catalog()
 M = 1_000_000
@@ -38,7 +39,7 @@ def _counters(entity: str, **values: int) -> list[int]:
 @pytest.fixture(scope="module")
 def api_db_url(fresh_database) -> str:
     url = fresh_database("_tiers_api")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     return url
 
 

@@ -7,11 +7,12 @@ from typer.testing import CliRunner
 
 from collector import schema
 from collector.cli import app
+from tests.engine import MODE
 
 
 def test_backfill_fills_the_database(fresh_database, monkeypatch, tmp_path) -> None:
     url = fresh_database("_backfill")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("MEASUREDB_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("MEASUREDB_COLLECTOR_STEP_SECONDS", "300")  # a coarse grid keeps it quick

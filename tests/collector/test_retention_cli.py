@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from collector import schema
 from collector.cli import app
 from collector.retention_cli import parse_keep
+from tests.engine import MODE
 
 
 @pytest.mark.parametrize(("text", "days"), [("35d", 35), ("35", 35), ("35 days", 35), ("12w", 84),
@@ -27,7 +28,7 @@ def test_bad_durations_say_what_is_accepted(text: str) -> None:
 @pytest.fixture
 def env(fresh_database, monkeypatch, tmp_path) -> str:
     url = fresh_database("_retention_cli")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("MEASUREDB_DATA_DIR", str(tmp_path))
     return url

@@ -24,6 +24,7 @@ from collector.scheduler import (
     resolve_period,
     run_due,
 )
+from tests.engine import MODE
 
 _spec = importlib.util.spec_from_file_location(
     "test_tiers_data", Path(__file__).parents[1] / "schema" / "test_tiers_data.py")
@@ -144,7 +145,7 @@ def test_bad_schedules_are_refused(bad: str) -> None:
 @pytest.fixture(scope="module")
 def sched_url(fresh_database) -> str:
     url = fresh_database("_sched")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     with psycopg.connect(url) as c:
         c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                   "VALUES (%s, 9, 'Europe/Berlin')", (SYS,))

@@ -12,6 +12,7 @@ from collector import schema
 from collector.config import CollectorSettings
 from collector.database import start_embedded
 from collector.service import Collector
+from tests.engine import MODE, TIMESCALEDB
 
 MINUTE = 60_000_000
 EPOCH = 1_767_254_400_000_000  # 2026-01-01 08:00 UTC (midnight at \DEMO, Pacific time)
@@ -47,7 +48,7 @@ def run(url: str, tmp: Path, until_min: int) -> Collector:
 @pytest.fixture(scope="module")
 def reference(fresh_database, tmp_path_factory) -> tuple:
     url = fresh_database("_svc_ref")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     run(url, tmp_path_factory.mktemp("ref"), 30).close()
     return snapshot(url)
 
@@ -63,7 +64,7 @@ def test_reference_run_has_every_kind_of_record(reference) -> None:
 
 def test_crash_and_restart_loses_and_duplicates_nothing(reference, fresh_database, tmp_path: Path) -> None:
     url = fresh_database("_svc_crash")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     c = run(url, tmp_path, 12)
     c.measmon.run_until(EPOCH + 14 * MINUTE)   # simulated past its last stored slice …
     c.writer.close()                           # … and killed: those copies never reached the database
@@ -77,7 +78,7 @@ def test_crash_and_restart_loses_and_duplicates_nothing(reference, fresh_databas
 
 def test_restart_from_a_checkpoint_file(reference, fresh_database, tmp_path: Path) -> None:
     url = fresh_database("_svc_ckpt")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     c = run(url, tmp_path, 10)
     assert c.checkpoint()
     c.close()
@@ -91,15 +92,15 @@ def test_restart_from_a_checkpoint_file(reference, fresh_database, tmp_path: Pat
 
 
 def test_database_outage_is_spooled_and_replayed(reference, tmp_path: Path) -> None:
-    server = start_embedded(tmp_path / "outage", dbname="measuredb")
+    server = start_embedded(tmp_path / "outage", dbname="measuredb", timescaledb=TIMESCALEDB)
     url = server.url()
     try:
-        schema.apply(url, mode="off")
+        schema.apply(url, mode=MODE)
         c = run(url, tmp_path, 10)
         server.stop()                                      # PostgreSQL goes away …
         c.backfill(EPOCH + 20 * MINUTE, chunk_us=5 * MINUTE)
         assert len(c.writer.spooled()) == 2                # … the collector keeps measuring
-        server = start_embedded(tmp_path / "outage", dbname="measuredb")
+        server = start_embedded(tmp_path / "outage", dbname="measuredb", timescaledb=TIMESCALEDB)
         c.writer.url = url = server.url()
         c.backfill(EPOCH + 30 * MINUTE, chunk_us=5 * MINUTE)
         assert c.writer.spooled() == []
@@ -115,7 +116,7 @@ def test_live_steps_on_the_grid_reproduce_the_backfill(reference, fresh_database
     import numpy as np
 
     url = fresh_database("_svc_live")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     c = Collector(settings(tmp_path), url)
     c.register(epoch_us=EPOCH)
     c.build()

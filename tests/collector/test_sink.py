@@ -12,6 +12,7 @@ from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import COPY_INTERVAL, COPY_START, Measmon, Measurement
 from collector.sink import Pipeline, SpoolFull, Writer, entity_id_for, entity_key
 from tests.collector.measure.fakes import SECOND, FakeNode
+from tests.engine import MODE
 
 CAT = load_catalog()
 T0 = 1_700_000_000 * SECOND  # 2023-11-14 22:13:20 UTC
@@ -22,7 +23,7 @@ def target(fresh_database) -> str:
     from collector import schema
 
     url = fresh_database("_sink")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     with psycopg.connect(url) as c:
         sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                         "VALUES ('\\SINK', 9, 'UTC') RETURNING system_id").fetchone()[0]

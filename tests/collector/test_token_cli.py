@@ -16,6 +16,7 @@ from api.config import ApiSettings
 from api.main import create_app
 from collector import schema
 from collector.cli import app
+from tests.engine import MODE
 
 CONTAB = {"descriptors": [{"type": "CPU"}]}
 
@@ -23,7 +24,7 @@ CONTAB = {"descriptors": [{"type": "CPU"}]}
 @pytest.fixture(scope="module")
 def token_db(fresh_database) -> str:
     url = fresh_database("_token_cli")
-    schema.apply(url, mode="off")
+    schema.apply(url, mode=MODE)
     with psycopg.connect(url) as c:
         c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) VALUES ('\\TOK', 4, 'UTC')")
     return url

@@ -8,6 +8,7 @@ import pytest
 
 from collector import schema as schema_runner
 from tests.dashboards import simulated
+from tests.engine import MODE
 
 # TimescaleDB's time_bucket(interval, timestamptz) for servers without the extension (the
 # embedded test server): same origin (Monday 2000-01-03 UTC), so Grafana's TimescaleDB-form
@@ -28,7 +29,7 @@ $$;
 @pytest.fixture(scope="session")
 def dash_db(fresh_database, tmp_path_factory) -> str:
     url = fresh_database("_dash")
-    schema_runner.apply(url, mode="off")
+    schema_runner.apply(url, mode=MODE)
     with psycopg.connect(url) as conn:
         conn.execute(TIME_BUCKET_SHIM)
     simulated.populate(url, tmp_path_factory.mktemp("dash-collector"))

@@ -13,6 +13,7 @@ import pytest
 
 from collector import reports
 from collector.reports import build_params
+from tests.engine import MODE
 
 _spec = importlib.util.spec_from_file_location(
     "test_tiers_data", Path(__file__).parents[1] / "schema" / "test_tiers_data.py")
@@ -300,7 +301,7 @@ def test_cli_takes_the_transaction_process_and_refuses_options_a_report_has_not(
     from collector.cli import app
 
     url = fresh_database("_report_cli")
-    runner.apply(url, mode="off")
+    runner.apply(url, mode=MODE)
     with psycopg.connect(url) as c:
         data.load(c)
         c.commit()

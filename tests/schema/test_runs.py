@@ -18,6 +18,7 @@ from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import Measmon, Measurement
 from collector.sink import Pipeline, Writer
 from tests.collector.measure.fakes import SECOND, FakeNode
+from tests.engine import MODE
 
 CAT = load_catalog()
 T0 = 1_700_000_000 * SECOND - (1_700_000_000 % 3600) * SECOND  # 2023-11-14 22:00 UTC, on the hour
@@ -26,7 +27,7 @@ T0 = 1_700_000_000 * SECOND - (1_700_000_000 % 3600) * SECOND  # 2023-11-14 22:0
 @pytest.fixture
 def url(fresh_database) -> str:
     u = fresh_database("_runs")
-    schema.apply(u, mode="off")
+    schema.apply(u, mode=MODE)
     with psycopg.connect(u) as c:
         sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) "
                         "VALUES ('\\RUNS', 9, 'UTC') RETURNING system_id").fetchone()[0]

@@ -108,16 +108,17 @@ def retention(conn, keep: str, now) -> dict:
 def test_retention_holds_back_days_until_their_tiers_are_complete(db, conn) -> None:
     now = data.t(30, 0)
     db.cpu("A", 1, data.t(20, 9), 60, busy=5)                 # stored and noted, not condensed
-    before_parts = rows(conn, "SELECT part::text FROM _measure.run_parts() ORDER BY lo")
+    before_parts = rows(conn, "SELECT lo FROM _measure.run_parts() ORDER BY lo")
     out = retention(conn, "5 days", now)
     assert [(h["class"], h["first_hour"]) for h in out["held_back"]] == [("raw", "2024-03-20T09:00:00+00:00")]
     held = out["held_back"][0]
     assert held["hours"] == ["2024-03-20T09:00:00+00:00"] and "not condensed" in held["reason"]
     # the days before the held one went, the held one and every later one stayed
-    kept = rows(conn, "SELECT part::text FROM _measure.run_parts() ORDER BY lo")
-    assert kept == [p for p in before_parts if p[0] >= "_measure.interval_run_p20240320"]
-    assert [r["object"] for r in out["removed"] if r["class"] == "raw"] == [
-        "_measure.interval_run_p20240310", "_measure.extra_copy"]
+    kept = rows(conn, "SELECT lo FROM _measure.run_parts() ORDER BY lo")
+    assert kept == [p for p in before_parts if p[0] >= data.t(20, 0)] and len(kept) < len(before_parts)
+    gone = [r for r in out["removed"] if r["class"] == "raw"]
+    assert [r["from"] for r in gone[:-1]] == ["2024-03-10T00:00:00+00:00"]  # a day (partition or chunk)
+    assert gone[-1]["object"] == "_measure.extra_copy"
     # once condensed, the rest goes up to the cut-off (03-25) and the tiers stay as they were
     db.note_and_condense(data.t(20, 9), data.t(20, 9))
     shifts = rows(conn, "SELECT * FROM measure.cpu_shift ORDER BY cpu, shift_day")
@@ -135,10 +136,10 @@ def test_retention_holds_back_days_until_their_tiers_are_complete(db, conn) -> N
 
 def test_retention_dry_run_changes_nothing(db, conn) -> None:
     conn.execute("SELECT _measure.retention_set('raw', '5 days')")
-    parts = rows(conn, "SELECT part::text FROM _measure.run_parts()")
+    parts = rows(conn, "SELECT lo FROM _measure.run_parts()")
     out = conn.execute("SELECT _measure.retention_run(true, %s, 'test')", (data.t(30, 0),)).fetchone()[0]
     assert out["dry_run"] and [r["class"] for r in out["removed"]][:1] == ["raw"]
-    assert rows(conn, "SELECT part::text FROM _measure.run_parts()") == parts
+    assert rows(conn, "SELECT lo FROM _measure.run_parts()") == parts
     assert rows(conn, "SELECT count(*) FROM _measure.purged") == [(0,)]
 
 

@@ -8,7 +8,6 @@ overlapping measurement of the CPUs and processes, and condensed by release 90's
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from collector.node.engine import Node
 from collector.node.topology import load_node
 from collector.service import default_contab
 from collector.sink import COPY_COLUMNS, COPY_HEADER, COPY_TRAILER, EntityRegistry, encode_rows
+from tests.engine import MODE
 from tests.snapshot import differences, snapshot
 
 OLD_SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "schema-090"
@@ -32,7 +32,6 @@ START = datetime(2026, 3, 28, 22, 0, tzinfo=UTC)        # Amsterdam: 23:00 CET, 
 HOURS = 6
 INTERVAL_COLUMNS = ("measurement_id", "entity_id", "record_at", "from_at", "to_at", "delta_us",
                     "closing_kind", "system_id", "type_code", "cpu", "error", "counters")
-MODE = os.environ.get("MEASUREDB_TIMESCALEDB", "off")
 
 
 def load_as_release_90(url: str) -> None:

@@ -7,12 +7,13 @@ import psycopg
 import pytest
 
 from collector import schema as schema_runner
+from tests.engine import MODE
 
 
 @pytest.fixture(scope="session")
 def url(fresh_database) -> str:
     u = fresh_database("_meascom")
-    schema_runner.apply(u, mode="off")
+    schema_runner.apply(u, mode=MODE)
     with psycopg.connect(u) as c:
         c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone)"
                   " VALUES ('\\DEMO', 1, 'Europe/Berlin')")
