@@ -355,8 +355,10 @@ class Pipeline:
 class Writer:
     """Writes slices in order; spools them while the database is away."""
 
-    def __init__(self, url: str, collector_id: str, spool_dir: Path, spool_max_bytes: int) -> None:
+    def __init__(self, url: str, collector_id: str, spool_dir: Path, spool_max_bytes: int, *,
+                 condense: bool = True) -> None:
         self.url = url
+        self.condense = condense  # False: the hours written are only marked (bulk loads condense once)
         self.collector_id = collector_id
         self.spool_dir = spool_dir
         self.spool_max_bytes = spool_max_bytes
@@ -494,11 +496,13 @@ class Writer:
             if sl.from_min_us is not None:
                 # Mark the hours these intervals fall in (late data and replays included) and
                 # condense exactly those into the tiers, before the slice commits: reads never
-                # wait for a scheduler (both engines).
+                # wait for a scheduler (both engines). Month-level rows, whose cost grows with
+                # the month so far, follow at the end of a backfill and in the upkeep.
                 cur.execute(
                     "SELECT _measure.note_intervals(system_id, _measure.us_to_timestamptz(%s),"
-                    " _measure.us_to_timestamptz(%s)), _measure.condense(system_id)"
-                    " FROM _measure.collector_state WHERE collector_id = %s",
+                    " _measure.us_to_timestamptz(%s))"
+                    + (", _measure.condense(system_id, 2000, false)" if self.condense else "")
+                    + " FROM _measure.collector_state WHERE collector_id = %s",
                     (sl.from_min_us, sl.from_max_us, self.collector_id),
                 )
             for event, mid, at, usage in sl.control:

@@ -46,6 +46,17 @@ CREATE TABLE _measure.pack_todo (
 );
 GRANT SELECT, INSERT, UPDATE, DELETE ON _measure.pack_todo TO measure_writer;
 
+-- Hours whose month-level rows (month and year tiers, monthly record, DISCOPEN, terminal and
+-- threshold rollups) are not recomputed yet: condensing during a backfill or live collection
+-- defers them (their cost grows with the days of the month so far) to the end of the backfill
+-- and to the upkeep (_measure.condense_pending_months, schema/idempotent/020-tiers.sql).
+CREATE TABLE _measure.month_dirty (
+    system_id  smallint NOT NULL,
+    hour_at    timestamptz NOT NULL,
+    PRIMARY KEY (system_id, hour_at)
+);
+GRANT SELECT, INSERT, DELETE ON _measure.month_dirty TO measure_writer;
+
 -- Retention as data (issue 14): how long each class of data is kept (NULL: for ever).
 --   raw    interval runs and extra copies (whole daily partitions / chunks are dropped)
 --   hour   the hour tiers and everything per UTC hour (record, DISCOPEN and terminal hours,

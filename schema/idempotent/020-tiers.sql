@@ -609,7 +609,9 @@ DROP FUNCTION IF EXISTS _measure.threshold_lines_changed();
 -- The items of a day of 2,000 entities are ~200,000 rows: they are grouped by hashing, in
 -- memory (work_mem and enable_sort for this function only; sorting them by subject text
 -- took seconds).
-CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[])
+DROP FUNCTION IF EXISTS _measure.condense_upper(smallint, timestamptz[]);
+CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[],
+                                                   p_months boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
@@ -674,6 +676,53 @@ BEGIN
       FROM i JOIN a ON a.hour_at = i.hour_at
      GROUP BY i.entity, i.subject, i.item, a.shift_day, a.shift_no, a.start_at, a.end_at;
 
+    IF p_months THEN
+        PERFORM _measure.condense_months(p_system, p_hours);
+    ELSE  -- left to _measure.condense_pending_months (the end of a backfill, the upkeep)
+        INSERT INTO _measure.month_dirty (system_id, hour_at)
+        SELECT p_system, h FROM unnest(p_hours) h
+        ON CONFLICT (system_id, hour_at) DO NOTHING;
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_upper(smallint, timestamptz[], boolean) TO measure_writer;
+
+-- The month-level rows of the months (and years) the given hours lie in, each from the rows
+-- of the day level below it: the month and year tiers from the shift tier, the month rows of
+-- the record tiers, response histograms and DISCOPEN file tier from their day rows, and the
+-- monthly terminal and threshold rollups from their shift rows. Its cost grows with the
+-- days of the month already condensed, so condensing during a backfill or live collection
+-- defers it (_measure.condense(..., p_months => false) records the hours in
+-- _measure.month_dirty) to once per backfill and per upkeep turn.
+CREATE OR REPLACE FUNCTION _measure.condense_months(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
+DECLARE
+    v_kept timestamptz := _measure.horizon('day');
+BEGIN
+    IF p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
+    IF to_regclass('pg_temp._aff_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _aff_shift (shift_day date, shift_no smallint,
+                                      start_at timestamptz, end_at timestamptz)
+            ON COMMIT DROP;
+    END IF;
+    TRUNCATE _aff_shift;
+    INSERT INTO _aff_shift
+    SELECT DISTINCT s.shift_day, s.shift_no, b.start_at, b.end_at
+      FROM unnest(p_hours) h
+     CROSS JOIN LATERAL _measure.shift_of(p_system, h) s
+     CROSS JOIN LATERAL _measure.shift_bounds(p_system, s.shift_day, s.shift_no) b
+     -- a month whose first days retention dropped keeps the rows it has
+     WHERE NOT isfinite(v_kept) OR date_trunc('month', s.shift_day)::date >= (v_kept AT TIME ZONE 'UTC')::date;
+    PERFORM _measure.condense_records_months(p_system, p_hours);
+    PERFORM _measure.terminal_months(p_system, ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift),
+                                     ARRAY(SELECT DISTINCT shift_no FROM _aff_shift));
+    IF EXISTS (SELECT 1 FROM _measure.breach_state WHERE system_id = p_system) THEN
+        PERFORM _measure.threshold_months(p_system,
+                                          ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift),
+                                          ARRAY(SELECT DISTINCT shift_no FROM _aff_shift));
+    END IF;
     DELETE FROM _measure.tier_month t
      WHERE t.system_id = p_system
        AND t.month IN (SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift);
@@ -703,7 +752,28 @@ BEGIN
      GROUP BY entity, subject, item, extract(year FROM month)::smallint, shift_no;
 END
 $$;
-GRANT EXECUTE ON FUNCTION _measure.condense_upper(smallint, timestamptz[]) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.condense_months(smallint, timestamptz[]) TO measure_writer;
+
+-- The month-level rows of every hour _measure.month_dirty holds (all systems, or one);
+-- returns the hours done.
+CREATE OR REPLACE FUNCTION _measure.condense_pending_months(p_system smallint DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_sys smallint;
+    v_hours timestamptz[];
+    v_total integer := 0;
+BEGIN
+    FOR v_sys IN SELECT DISTINCT system_id FROM _measure.month_dirty
+                  WHERE p_system IS NULL OR system_id = p_system ORDER BY 1 LOOP
+        WITH gone AS (DELETE FROM _measure.month_dirty WHERE system_id = v_sys RETURNING hour_at)
+        SELECT array_agg(hour_at ORDER BY hour_at) INTO v_hours FROM gone;
+        PERFORM _measure.condense_months(v_sys, v_hours);
+        v_total := v_total + coalesce(cardinality(v_hours), 0);
+    END LOOP;
+    RETURN v_total;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_pending_months(smallint) TO measure_writer;
 
 -- A database condensed before schema/050-read-paths.sql: its trend lines, computed once
 -- (a system with CPU hours but no trend line yet).

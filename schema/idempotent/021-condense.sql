@@ -33,10 +33,13 @@ END
 $gen$;
 
 -- Condense the dirty hours (all systems, or one): hour tiers from the interval runs, then
--- the shifts, months and years containing them. At most p_limit hours per system per
--- call, oldest first; returns the number of hours condensed.
+-- the shifts, months and years containing them (p_months => false: the months and years
+-- later, _measure.condense_pending_months; the collector's slices do so). At most p_limit
+-- hours per system per call, oldest first; returns the number of hours condensed.
+DROP FUNCTION IF EXISTS _measure.condense(smallint, integer);
 CREATE OR REPLACE FUNCTION _measure.condense(p_system smallint DEFAULT NULL,
-                                             p_limit integer DEFAULT 2000)
+                                             p_limit integer DEFAULT 2000,
+                                             p_months boolean DEFAULT true)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_sys smallint;
@@ -63,14 +66,17 @@ BEGIN
                 USING v_sys, v_fresh;
             END IF;
         END LOOP;
-        PERFORM _measure.condense_upper(v_sys, v_hours);
+        PERFORM _measure.condense_upper(v_sys, v_hours, p_months);
         DELETE FROM _measure.tier_dirty WHERE system_id = v_sys AND hour_at = ANY (v_hours);
         v_total := v_total + cardinality(v_hours);
     END LOOP;
+    IF p_months THEN  -- and what earlier deferred condensing left
+        PERFORM _measure.condense_pending_months(p_system);
+    END IF;
     RETURN v_total;
 END
 $$;
-GRANT EXECUTE ON FUNCTION _measure.condense(smallint, integer) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.condense(smallint, integer, boolean) TO measure_writer;
 
 -- Mark a period dirty again and condense it (after editing _measure.shift, say); returns the
 -- hours condensed. Hours before the retention horizons keep what they have (see

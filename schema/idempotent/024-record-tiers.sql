@@ -194,13 +194,12 @@ $fn$;
 GRANT EXECUTE ON FUNCTION _measure.condense_hist_rollup(smallint, "char", timestamptz[]) TO measure_writer;
 
 -- The record tiers and response histograms of the given UTC hours (from interval records;
--- hours before _measure.raw_horizon() keep theirs), then of their days and months. Called by
--- _measure.condense_upper.
+-- hours before _measure.raw_horizon() keep theirs), then of their days (their months:
+-- _measure.condense_records_months). Called by _measure.condense_upper.
 CREATE OR REPLACE FUNCTION _measure.condense_records(p_system smallint, p_hours timestamptz[])
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
 DECLARE
     v_days timestamptz[];
-    v_months timestamptz[];
     v_day timestamptz;
     v_lo timestamptz[];
     v_hi timestamptz[];
@@ -212,7 +211,6 @@ BEGIN
         RETURN;
     END IF;
     v_days := ARRAY(SELECT DISTINCT date_trunc('day', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
-    v_months := ARRAY(SELECT DISTINCT date_trunc('month', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
     v_types := ARRAY(SELECT t.type_code FROM _measure.record_tier_type r
                        JOIN _measure.entity_type t USING (entity) ORDER BY 1);
     -- hour rows from interval runs, of the hours whose runs retention kept (per entity type)
@@ -246,14 +244,34 @@ BEGIN
     END LOOP;
     FOREACH v_type IN ARRAY v_types LOOP
         PERFORM _measure.condense_record_rollup(p_system, v_type, 'd', v_days);
-        PERFORM _measure.condense_record_rollup(p_system, v_type, 'm', v_months);
     END LOOP;
     PERFORM _measure.condense_hist_rollup(p_system, 'd', v_days);
-    PERFORM _measure.condense_hist_rollup(p_system, 'm', v_months);
     PERFORM _measure.condense_discopen(p_system, p_hours);
+    -- the month rows: _measure.condense_records_months (by _measure.condense_months)
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.condense_records(smallint, timestamptz[]) TO measure_writer;
+
+-- The month rows of the record tiers, response histograms and DISCOPEN file tier of the UTC
+-- months of p_hours, from their day rows.
+CREATE OR REPLACE FUNCTION _measure.condense_records_months(p_system smallint, p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_months timestamptz[] := ARRAY(SELECT DISTINCT date_trunc('month', h, 'UTC') FROM unnest(p_hours) h ORDER BY 1);
+    v_type smallint;
+BEGIN
+    IF cardinality(v_months) = 0 THEN
+        RETURN;
+    END IF;
+    FOR v_type IN SELECT t.type_code FROM _measure.record_tier_type r JOIN _measure.entity_type t USING (entity)
+                   ORDER BY 1 LOOP
+        PERFORM _measure.condense_record_rollup(p_system, v_type, 'm', v_months);
+    END LOOP;
+    PERFORM _measure.condense_hist_rollup(p_system, 'm', v_months);
+    PERFORM _measure.condense_discopen_rollup(p_system, 'm', p_hours);
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_records_months(smallint, timestamptz[]) TO measure_writer;
 
 -- A window [p_from, p_to) cut into what the tiers hold and what interval records must give:
 -- grain 'm', 'd', 'h' = the UTC month, day or hour starting at lo (wholly inside the window,
@@ -469,7 +487,7 @@ GRANT EXECUTE ON FUNCTION _measure.hour_bits(timestamptz[], timestamptz) TO meas
 
 -- The DISCOPEN file tier and open hours of the given UTC hours (one day at a time: a day of
 -- the reference node is 14 million DISCOPEN interval records; not of hours before
--- _measure.raw_horizon()), then the day and month rows.
+-- _measure.raw_horizon()), then the day rows (their months: condense_discopen_rollup .m.).
 CREATE OR REPLACE FUNCTION _measure.condense_discopen(p_system smallint, p_hours timestamptz[])
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
 DECLARE
@@ -480,8 +498,6 @@ DECLARE
     v_hours timestamptz[];
     v_month timestamptz;
     v_mask bit(744);
-    v_grain "char";
-    v_unit interval;
     v_fresh timestamptz[];
 BEGIN
     IF v_type IS NULL OR p_hours IS NULL OR cardinality(p_hours) = 0 THEN
@@ -521,30 +537,43 @@ BEGIN
         DELETE FROM _measure.discopen_open_hours o
          WHERE o.system_id = p_system AND o.month_at = v_month AND o.hours = c_zero;
     END LOOP;
-    FOREACH v_grain IN ARRAY ARRAY['d', 'm']::"char"[] LOOP
-        v_unit := CASE v_grain WHEN 'd' THEN INTERVAL '1 day' ELSE INTERVAL '1 month' END;
-        DELETE FROM _measure.discopen_file_tier f
-         WHERE f.system_id = p_system AND f.grain = v_grain
-           AND f.bucket_at IN (SELECT DISTINCT date_trunc(CASE v_grain WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC')
-                                 FROM unnest(p_hours) h);
-        EXECUTE format($q$
-            INSERT INTO _measure.discopen_file_tier (system_id, grain, bucket_at, file_name, measurement_id,
-                                                     samples, counters)
-            SELECT $1, $2, b.lo, r.file_name, r.measurement_id, sum(r.samples)::integer, %s
-              FROM (SELECT DISTINCT date_trunc(CASE $2 WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC') AS lo
-                      FROM unnest($3) h) b
-             CROSS JOIN LATERAL (
-                   SELECT * FROM _measure.discopen_file_tier r
-                    WHERE r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
-                      AND r.bucket_at >= b.lo
-                      AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC'
-                    OFFSET 0) r
-             GROUP BY b.lo, r.file_name, r.measurement_id$q$, v_sums)
-        USING p_system, v_grain, p_hours, v_unit;
-    END LOOP;
+    PERFORM _measure.condense_discopen_rollup(p_system, 'd', p_hours);
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.condense_discopen(smallint, timestamptz[]) TO measure_writer;
+
+-- The day ('d') or month ('m') rows of _measure.discopen_file_tier of the UTC days or months
+-- of p_hours, from the rows below them (hours, days).
+CREATE OR REPLACE FUNCTION _measure.condense_discopen_rollup(p_system smallint, p_grain "char", p_hours timestamptz[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $fn$
+DECLARE
+    v_type smallint := (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'discopen');
+    v_unit interval := CASE p_grain WHEN 'd' THEN INTERVAL '1 day' ELSE INTERVAL '1 month' END;
+BEGIN
+    IF v_type IS NULL OR p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
+    DELETE FROM _measure.discopen_file_tier f
+     WHERE f.system_id = p_system AND f.grain = p_grain
+       AND f.bucket_at IN (SELECT DISTINCT date_trunc(CASE p_grain WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC')
+                             FROM unnest(p_hours) h);
+    EXECUTE format($q$
+        INSERT INTO _measure.discopen_file_tier (system_id, grain, bucket_at, file_name, measurement_id,
+                                                 samples, counters)
+        SELECT $1, $2, b.lo, r.file_name, r.measurement_id, sum(r.samples)::integer, %s
+          FROM (SELECT DISTINCT date_trunc(CASE $2 WHEN 'd' THEN 'day' ELSE 'month' END, h, 'UTC') AS lo
+                  FROM unnest($3) h) b
+         CROSS JOIN LATERAL (
+               SELECT * FROM _measure.discopen_file_tier r
+                WHERE r.system_id = $1 AND r.grain = CASE $2 WHEN 'd' THEN 'h' ELSE 'd' END::"char"
+                  AND r.bucket_at >= b.lo
+                  AND r.bucket_at < (b.lo AT TIME ZONE 'UTC' + $4) AT TIME ZONE 'UTC'
+                OFFSET 0) r
+         GROUP BY b.lo, r.file_name, r.measurement_id$q$, _measure.record_sums_sql(v_type, 'r.counters', false, '::bigint'))
+    USING p_system, p_grain, p_hours, v_unit;
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION _measure.condense_discopen_rollup(smallint, "char", timestamptz[]) TO measure_writer;
 
 -- Per file name, the DISCOPEN interval records with input + output > 0 whose FROM-TIMESTAMP
 -- lies in [p_from, p_to) (of one measurement, or per entity-hour of the best one): the opens

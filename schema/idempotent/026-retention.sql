@@ -192,7 +192,9 @@ BEGIN
     FOR v_class, v_keep IN SELECT r.class, r.keep FROM _measure.retention r WHERE r.class <> 'raw'
                                                                             AND r.keep IS NOT NULL ORDER BY r.ord LOOP
         v_cut := p_now - v_keep;
-        SELECT min(d.hour_at) INTO v_dirty FROM _measure.tier_dirty d WHERE d.hour_at < v_cut;
+        SELECT min(d.hour_at) INTO v_dirty
+          FROM (SELECT hour_at FROM _measure.tier_dirty UNION ALL SELECT hour_at FROM _measure.month_dirty) d
+         WHERE d.hour_at < v_cut;
         v_eff := v_cut;
         IF v_dirty IS NOT NULL THEN
             v_eff := v_dirty;
@@ -200,7 +202,9 @@ BEGIN
                 'class', v_class, 'cutoff', v_cut, 'first_hour', v_dirty,
                 'reason', 'hours not condensed into every tier yet (run _measure.condense())',
                 'hours', (SELECT jsonb_agg(x ORDER BY x) FROM (
-                              SELECT DISTINCT d.hour_at AS x FROM _measure.tier_dirty d
+                              SELECT DISTINCT d.hour_at AS x
+                                FROM (SELECT hour_at FROM _measure.tier_dirty
+                                      UNION ALL SELECT hour_at FROM _measure.month_dirty) d
                                WHERE d.hour_at < v_cut ORDER BY 1 LIMIT 48) y));
         END IF;
         CONTINUE WHEN v_eff <= _measure.horizon(v_class);
@@ -241,6 +245,7 @@ GRANT EXECUTE ON FUNCTION _measure.retention_run(boolean, timestamptz, text) TO 
 -- The platform's upkeep, run by the collector every few minutes (and at the end of a
 -- backfill), in the caller's transaction; returns what it did:
 --   packed      runs merged in hours that live collection wrote a minute at a time
+--   months      hours whose month-level rows live collection left (_measure.month_dirty)
 --   compressed  TimescaleDB chunks whose day ended more than p_compress_after ago (none on
 --               plain PostgreSQL, where TOAST compresses every run as it is written)
 --   retention   the result of _measure.retention_run when the last one (not a dry run) is a
@@ -251,11 +256,13 @@ CREATE OR REPLACE FUNCTION _measure.upkeep(p_now timestamptz DEFAULT now(),
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_packed integer;
+    v_months integer;
     v_part record;
     v_compressed text[] := '{}';
     v_retention jsonb;
 BEGIN
     v_packed := _measure.pack_runs(p_now, 10000);
+    v_months := _measure.condense_pending_months();
     IF p_compress_after IS NOT NULL THEN
         FOR v_part IN SELECT * FROM _measure.run_parts() p
                        WHERE NOT p.compressed AND p.hi <= p_now - p_compress_after
@@ -270,7 +277,8 @@ BEGIN
                     WHERE NOT l.dry_run AND l.finished_at IS NOT NULL AND l.now_at > p_now - INTERVAL '1 day') THEN
         v_retention := _measure.retention_run(false, p_now, p_by);
     END IF;
-    RETURN jsonb_build_object('packed', v_packed, 'compressed', to_jsonb(v_compressed), 'retention', v_retention);
+    RETURN jsonb_build_object('packed', v_packed, 'months', v_months, 'compressed', to_jsonb(v_compressed),
+                              'retention', v_retention);
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.upkeep(timestamptz, interval, text) TO measure_writer;

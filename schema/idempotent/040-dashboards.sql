@@ -433,17 +433,17 @@ GRANT EXECUTE ON FUNCTION _measure.shifts_between(smallint, timestamptz, timesta
 -- Evaluate the threshold items of one system on every hour of the shifts in the temporary
 -- table _thr_shift (filled by the caller), only of the entity types p_entities (NULL: all),
 -- and replace their _measure.hour_breach rows and shift rows of _measure.threshold_rollup,
--- then the month rows of the months of those shifts. Raises invalid_parameter_value when a
+-- then (p_months) the month rows of the months of those shifts (_measure.threshold_months;
+-- condensing leaves them to _measure.condense_months). Raises invalid_parameter_value when a
 -- threshold names no column (the caller decides).
-CREATE OR REPLACE FUNCTION _measure.threshold_resolve(p_system smallint, p_entities text[] DEFAULT NULL)
+DROP FUNCTION IF EXISTS _measure.threshold_resolve(smallint, text[]);
+CREATE OR REPLACE FUNCTION _measure.threshold_resolve(p_system smallint, p_entities text[] DEFAULT NULL,
+                                                      p_months boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
     v_hours timestamptz[];
-    v_months date[];
-    v_nos smallint[];
-    v_tz text := (SELECT time_zone FROM _measure.system WHERE system_id = p_system);
     v_ent text;
     v_items text;
 BEGIN
@@ -523,11 +523,28 @@ BEGIN
      GROUP BY y.entity, y.subject, a.start_at, a.shift_no, a.end_at, a.shift_day;
 
     -- the months of those shifts (only the rows of their shift numbers), from their shift rows
-    v_months := ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _thr_shift);
-    v_nos := ARRAY(SELECT DISTINCT shift_no FROM _thr_shift);
+    IF p_months THEN
+        PERFORM _measure.threshold_months(p_system, ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _thr_shift),
+                                          ARRAY(SELECT DISTINCT shift_no FROM _thr_shift), p_entities);
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.threshold_resolve(smallint, text[], boolean) TO measure_writer;
+
+-- The month rows of _measure.threshold_rollup of the given local months and shift numbers,
+-- from their shift rows (only of the entity types p_entities; NULL: all).
+CREATE OR REPLACE FUNCTION _measure.threshold_months(p_system smallint, p_months date[], p_nos smallint[],
+                                                     p_entities text[] DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $$
+DECLARE
+    v_tz text := (SELECT time_zone FROM _measure.system WHERE system_id = p_system);
+BEGIN
+    IF cardinality(p_months) = 0 THEN
+        RETURN;
+    END IF;
     DELETE FROM _measure.threshold_rollup t
-     WHERE t.system_id = p_system AND t.grain = 'month' AND t.bucket = ANY (v_months)
-       AND t.shift_no = ANY (v_nos)
+     WHERE t.system_id = p_system AND t.grain = 'month' AND t.bucket = ANY (p_months)
+       AND t.shift_no = ANY (p_nos)
        AND (p_entities IS NULL OR t.entity = ANY (p_entities));
     INSERT INTO _measure.threshold_rollup (system_id, grain, entity, item, start_at, shift_no, subject, end_at,
                                            bucket, hours, vmax, vmin, broken_hours, rules, low)
@@ -537,15 +554,15 @@ BEGIN
       FROM _measure.threshold_rollup t
      CROSS JOIN LATERAL (SELECT date_trunc('month', t.bucket)::date AS month) m
      WHERE t.system_id = p_system AND t.grain = 'shift'
-       AND t.start_at >= ((SELECT min(x) FROM unnest(v_months) x) - 1 + time '00:00') AT TIME ZONE v_tz
-       AND t.start_at < ((SELECT max(x) FROM unnest(v_months) x) + INTERVAL '1 month' + INTERVAL '1 day')
+       AND t.start_at >= ((SELECT min(x) FROM unnest(p_months) x) - 1 + time '00:00') AT TIME ZONE v_tz
+       AND t.start_at < ((SELECT max(x) FROM unnest(p_months) x) + INTERVAL '1 month' + INTERVAL '1 day')
                         AT TIME ZONE v_tz
-       AND m.month = ANY (v_months) AND t.shift_no = ANY (v_nos)
+       AND m.month = ANY (p_months) AND t.shift_no = ANY (p_nos)
        AND (p_entities IS NULL OR t.entity = ANY (p_entities))
      GROUP BY t.entity, t.item, m.month, t.shift_no, t.subject;
 END
 $$;
-GRANT EXECUTE ON FUNCTION _measure.threshold_resolve(smallint, text[]) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.threshold_months(smallint, date[], smallint[], text[]) TO measure_writer;
 
 -- Resolve every hour of one system (all entity types, or only p_entities), 90 shifts at a
 -- time. Returns false, leaving the system incomplete (no _measure.breach_state row), when a
@@ -627,7 +644,7 @@ BEGIN
                                             (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') s
      WHERE EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h >= s.start_at AND h < s.end_at);
     BEGIN
-        PERFORM _measure.threshold_resolve(p_system);
+        PERFORM _measure.threshold_resolve(p_system, NULL, false);  -- months: _measure.condense_months
         PERFORM _measure.condense_threshold_lines(p_system, p_hours);
     EXCEPTION WHEN invalid_parameter_value THEN
         DELETE FROM _measure.breach_state WHERE system_id = p_system;
@@ -697,7 +714,7 @@ DECLARE
                                pg_get_viewdef('measure.userdef_hour'::regclass),
                                pg_get_viewdef('measure.tmf_hour'::regclass),
                                pg_get_functiondef('_measure.threshold_subject(text)'::regprocedure),
-                               pg_get_functiondef('_measure.threshold_resolve(smallint, text[])'::regprocedure)));
+                               pg_get_functiondef('_measure.threshold_resolve(smallint, text[], boolean)'::regprocedure)));
 BEGIN
     IF v_fp IS DISTINCT FROM (SELECT fingerprint FROM _measure.breach_basis) THEN
         DELETE FROM _measure.breach_state;
@@ -972,13 +989,10 @@ $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_terminals(smallint, timestamptz[]) TO measure_writer;
 
 -- The shift rows of _measure.terminal_rollup for every shift that contains one of p_hours,
--- from _measure.terminal_hour, then the month rows of those shifts' months.
+-- from _measure.terminal_hour (their months: _measure.terminal_months, by
+-- _measure.condense_months).
 CREATE OR REPLACE FUNCTION _measure.condense_terminal_rollups(p_system smallint, p_hours timestamptz[])
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $$
-DECLARE
-    v_tz text := (SELECT time_zone FROM _measure.system WHERE system_id = p_system);
-    v_months date[];
-    v_nos smallint[];
 BEGIN
     IF to_regclass('pg_temp._term_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
         CREATE TEMP TABLE _term_shift (shift_day date, shift_no smallint, start_at timestamptz,
@@ -1001,11 +1015,22 @@ BEGIN
       JOIN _measure.terminal_hour h ON h.system_id = p_system AND h.hour_at >= a.start_at AND h.hour_at < a.end_at
      GROUP BY a.start_at, a.shift_no, h.entity_id, a.end_at, a.shift_day;
 
-    -- the months of those shifts (only the rows of their shift numbers), from their shift rows
-    v_months := ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _term_shift);
-    v_nos := ARRAY(SELECT DISTINCT shift_no FROM _term_shift);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_terminal_rollups(smallint, timestamptz[]) TO measure_writer;
+
+-- The month rows of _measure.terminal_rollup of the given local months and shift numbers,
+-- from their shift rows (called by _measure.condense_months).
+CREATE OR REPLACE FUNCTION _measure.terminal_months(p_system smallint, p_months date[], p_nos smallint[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' AS $$
+DECLARE
+    v_tz text := (SELECT time_zone FROM _measure.system WHERE system_id = p_system);
+BEGIN
+    IF cardinality(p_months) = 0 THEN
+        RETURN;
+    END IF;
     DELETE FROM _measure.terminal_rollup t
-     WHERE t.system_id = p_system AND t.grain = 'month' AND t.bucket = ANY (v_months) AND t.shift_no = ANY (v_nos);
+     WHERE t.system_id = p_system AND t.grain = 'month' AND t.bucket = ANY (p_months) AND t.shift_no = ANY (p_nos);
     INSERT INTO _measure.terminal_rollup (system_id, grain, start_at, shift_no, entity_id, end_at, bucket, hours,
                                           samples, elapsed_us, requests, reads, writes, transactions, input_bytes,
                                           output_bytes, response_us, response_max_us)
@@ -1016,14 +1041,14 @@ BEGIN
       FROM _measure.terminal_rollup t
      CROSS JOIN LATERAL (SELECT date_trunc('month', t.bucket)::date AS month) m
      WHERE t.system_id = p_system AND t.grain = 'shift'
-       AND t.start_at >= ((SELECT min(x) FROM unnest(v_months) x) - 1 + time '00:00') AT TIME ZONE v_tz
-       AND t.start_at < ((SELECT max(x) FROM unnest(v_months) x) + INTERVAL '1 month' + INTERVAL '1 day')
+       AND t.start_at >= ((SELECT min(x) FROM unnest(p_months) x) - 1 + time '00:00') AT TIME ZONE v_tz
+       AND t.start_at < ((SELECT max(x) FROM unnest(p_months) x) + INTERVAL '1 month' + INTERVAL '1 day')
                         AT TIME ZONE v_tz
-       AND m.month = ANY (v_months) AND t.shift_no = ANY (v_nos)
+       AND m.month = ANY (p_months) AND t.shift_no = ANY (p_nos)
      GROUP BY m.month, t.shift_no, t.entity_id;
 END
 $$;
-GRANT EXECUTE ON FUNCTION _measure.condense_terminal_rollups(smallint, timestamptz[]) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.terminal_months(smallint, date[], smallint[]) TO measure_writer;
 
 -- The terminal rows of one system for the tier p_tier ('hour', 'shift' or 'month') over
 -- [from, to], per bucket and terminal (entity_id), as sums: hours (hour_at, its shift),

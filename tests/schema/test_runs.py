@@ -163,3 +163,21 @@ def test_run_interval_arithmetic_matches_a_plain_count(db_url, start_s, delta_s,
         got = [r[0] for r in c.execute("SELECT i FROM measure.run_intervals(%s, %s, %s, %s, %s)",
                                        (start, delta_s * SECOND, n, lo, hi))]
     assert got == want
+
+
+def test_slices_defer_the_month_rows_to_the_backfill_end_or_the_upkeep(url: str, tmp_path: Path) -> None:
+    collect(url, tmp_path, slice_s=600, until_s=2 * 3600)
+    with psycopg.connect(url) as c:
+        # every slice condensed its hours, shifts and days; the month-level rows wait
+        assert c.execute("SELECT count(DISTINCT hour_at) FROM _measure.month_dirty").fetchone() == (2,)
+        assert c.execute("SELECT count(*) FROM measure.cpu_month").fetchone() == (0,)
+        assert c.execute("SELECT count(*) FROM measure.cpu_shift").fetchone()[0] > 0
+        done = c.execute("SELECT _measure.upkeep(now(), NULL)").fetchone()[0]
+        assert done["months"] == 2 and c.execute("SELECT count(*) FROM _measure.month_dirty").fetchone() == (0,)
+        deferred = {v: c.execute(f"SELECT * FROM measure.{v} ORDER BY 1, 2, 3").fetchall()
+                    for v in ("cpu_month", "cpu_year", "process_month")}
+        assert deferred["cpu_month"]
+        # the same as condensing everything at once
+        c.execute("SELECT _measure.recondense(system_id, %s, %s) FROM _measure.system",
+                  (datetime.fromtimestamp(T0 / SECOND, UTC), datetime.fromtimestamp(T0 / SECOND + 7200, UTC)))
+        assert {v: c.execute(f"SELECT * FROM measure.{v} ORDER BY 1, 2, 3").fetchall() for v in deferred} == deferred
