@@ -194,9 +194,7 @@ def main() -> None:
         admin = server.admin_url()
     with psycopg.connect(admin) as c:
         version = c.execute("SHOW server_version").fetchone()[0]
-        lz4 = c.execute("SELECT setting FROM pg_settings WHERE name = 'default_toast_compression'").fetchone()
     load0 = os.getloadavg()[0]
-    out: dict[str, object] = {}
     with tempfile.TemporaryDirectory(dir=REPO / ".data") as tmpd:
         tmp = Path(tmpd)
         # 2. end to end (first: a cold machine for the headline figure)
