@@ -357,14 +357,23 @@ BEGIN
                         '(delta_us > 0), closing_kind 3-5 and counters a one-dimensional array of at least one counter',
                         v_bad.entity_id, v_bad.from_at USING ERRCODE = '22023';
     END IF;
-    DELETE FROM pg_temp._interval_in i
-     WHERE EXISTS (SELECT 1 FROM _measure.interval_run r
-                    WHERE r.measurement_id = i.measurement_id AND r.entity_id = i.entity_id
-                      AND r.record_at = i.record_at
-                      AND r.from_at <= i.from_at AND r.from_at > i.from_at - INTERVAL '1 hour'
-                      AND i.from_at < r.from_at + r.n * r.delta_us * INTERVAL '1 microsecond'
-                      AND (_measure.timestamptz_to_us(i.from_at) - _measure.timestamptz_to_us(r.from_at))
-                          % r.delta_us = 0);
+    SELECT min(from_at), max(from_at) INTO v_lo, v_hi FROM pg_temp._interval_in;
+    IF v_lo IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- intervals already stored are skipped (only looked for where runs of those records exist)
+    IF EXISTS (SELECT 1 FROM _measure.interval_run r
+                WHERE r.from_at >= _measure.hour_of(v_lo) AND r.from_at <= v_hi
+                  AND (r.measurement_id, r.entity_id) IN (SELECT DISTINCT measurement_id, entity_id
+                                                            FROM pg_temp._interval_in)) THEN
+        DELETE FROM pg_temp._interval_in i
+         WHERE EXISTS (SELECT 1 FROM _measure.interval_run r
+                        WHERE r.measurement_id = i.measurement_id AND r.entity_id = i.entity_id
+                          AND r.record_at = i.record_at
+                          AND r.from_at <= i.from_at AND r.from_at > i.from_at - INTERVAL '1 hour'
+                          AND i.from_at < r.from_at + r.n * r.delta_us * INTERVAL '1 microsecond'
+                          AND (extract(epoch FROM i.from_at - r.from_at) * 1000000)::bigint % r.delta_us = 0);
+    END IF;
     SELECT min(from_at), max(from_at), count(*) INTO v_lo, v_hi, v_n FROM pg_temp._interval_in;
     IF v_n = 0 THEN
         RETURN 0;

@@ -143,6 +143,28 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.hour_tier_rate(text, text) TO measure_writer;
 
+-- The smallest (or largest) RATE ON value of one counter over the intervals of one entity,
+-- measurement and UTC hour, interval by interval (what the hour tiers compute for deltas of
+-- 10^12 and more; see below).
+CREATE OR REPLACE FUNCTION _measure.hour_extreme(p_system smallint, p_type smallint, p_entity bigint,
+                                                 p_measurement integer, p_hour timestamptz, p_position integer,
+                                                 p_rate text, p_max boolean)
+RETURNS numeric LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_out numeric;
+BEGIN
+    EXECUTE format('SELECT %s(%s) FROM _measure.intervals($1, $2, $3, $3 + INTERVAL ''1 hour'') ir'
+                   ' WHERE ir.entity_id = $4 AND ir.measurement_id = $5',
+                   CASE WHEN p_max THEN 'max' ELSE 'min' END,
+                   replace(_measure.hour_tier_rate(p_rate, format('greatest(ir.c[ir.i][%s], 0)', p_position)),
+                           'delta_us', 'ir.delta_us'))
+    INTO v_out USING p_system, p_type, p_hour, p_entity, p_measurement;
+    RETURN v_out;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.hour_extreme(smallint, smallint, bigint, integer, timestamptz, integer, text, boolean)
+    TO measure_writer;
+
 -- The SELECT of an entity's hour tier, from the interval records of the given hours p_hours
 -- (_measure.intervals: runs unpacked; v_lo and v_hi are the first hour and the end of the
 -- last, computed beforehand so that the function is inlined), with integer work per interval: the intervals are
@@ -176,16 +198,15 @@ BEGIN
         v_outer := v_outer || format(E',\n       sum(s%s) AS %s', r.ord, r.sum_col);
         CONTINUE WHEN r.rate IS NULL;
         v_inner := v_inner || format(E',\n               min(c%1$s) AS lo%1$s, max(c%1$s) AS hi%1$s', r.ord);
-        -- the interval-by-interval value of the group's hour (deltas of 10^12 and more only)
-        v_exact := format('(SELECT %%s(%s) FROM _measure.intervals(d.system_id, %s::smallint, d.hour_at,'
-                          ' d.hour_at + INTERVAL ''1 hour'') ir'
-                          ' WHERE ir.entity_id = d.entity_id AND ir.measurement_id = d.measurement_id)',
-                          replace(_measure.hour_tier_rate(r.rate, x), 'delta_us', 'ir.delta_us'), v_code);
+        -- the interval-by-interval value of the group's hour (deltas of 10^12 and more only;
+        -- a function, so that the hour's query plans no subquery over every partition)
+        v_exact := format('_measure.hour_extreme(d.system_id, %s::smallint, d.entity_id, d.measurement_id,'
+                          ' d.hour_at, %s, %L, %%s)', v_code, r.position, r.rate);
         v_outer := v_outer
             || format(E',\n       CASE WHEN max(hi%s) < %s THEN min(%s)\n            ELSE %s END AS %s',
-                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'lo' || r.ord), format(v_exact, 'min'), r.min_col)
+                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'lo' || r.ord), format(v_exact, 'false'), r.min_col)
             || format(E',\n       CASE WHEN max(hi%s) < %s THEN max(%s)\n            ELSE %s END AS %s',
-                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'hi' || r.ord), format(v_exact, 'max'), r.max_col);
+                      r.ord, v_big, _measure.hour_tier_rate(r.rate, 'hi' || r.ord), format(v_exact, 'true'), r.max_col);
     END LOOP;
     RETURN format(E'SELECT system_id, entity_id, measurement_id, hour_at,\n'
                   || E'       min(cpu) AS cpu, sum(n)::bigint AS samples, sum(delta_us * n) AS elapsed_us,\n'
@@ -651,8 +672,9 @@ BEGIN
         RETURN;
     END IF;
 
-    DELETE FROM _measure.tier_shift t USING _aff_shift a
-     WHERE t.system_id = p_system AND t.shift_day = a.shift_day AND t.shift_no = a.shift_no;
+    DELETE FROM _measure.tier_shift t
+     WHERE t.system_id = p_system AND t.shift_day = ANY (ARRAY(SELECT shift_day FROM _aff_shift))
+       AND (t.shift_day, t.shift_no) IN (SELECT shift_day, shift_no FROM _aff_shift);
     INSERT INTO _measure.tier_shift (system_id, entity, subject, item, shift_day, shift_no, hours,
                                      shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax)
     -- the hour items are read once (MATERIALIZED), then matched to their shift by hour: every

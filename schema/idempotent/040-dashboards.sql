@@ -981,7 +981,7 @@ BEGIN
         RETURN;
     END IF;
     DELETE FROM _measure.terminal_hour t
-     WHERE t.system_id = p_system AND t.hour_at IN (SELECT DISTINCT hour_at FROM _term_hour);
+     WHERE t.system_id = p_system AND t.hour_at = ANY (ARRAY(SELECT DISTINCT hour_at FROM _term_hour));
     INSERT INTO _measure.terminal_hour SELECT * FROM _term_hour;
     PERFORM _measure.condense_terminal_rollups(p_system, ARRAY(SELECT DISTINCT hour_at FROM _term_hour));
 END

@@ -296,10 +296,15 @@ def test_counter_positions_in_tier_sql_match_the_catalogue(conn) -> None:
         for pos, e, counter in re.findall(r"ir\.c\[ir\.i\]\[(\d+)\] /\* (\w+)\.(\w+) \*/", text):
             assert e == ent and cat.entity(ent).index(counter) + 1 == int(pos), (ent, counter)
             seen += 1
+        # the interval-by-interval extremes (deltas of 10^12 and more) read the rate counters' positions
+        rated = {p for (p,) in rows(conn, "SELECT position FROM _measure.hour_tier_column WHERE entity = %s"
+                                          " AND rate IS NOT NULL", ent)}
+        extremes = {int(p) for p in re.findall(r"_measure\.hour_extreme\([^)]*?, (\d+), '\w+', (?:true|false)\)", text)}
+        assert extremes == rated, ent
     spec = rows(conn, "SELECT entity, position, counter, type_code FROM _measure.hour_tier_column")
     for ent, pos, counter, code in spec:
         assert cat.entity(ent).index(counter) + 1 == pos and cat.entity(ent).code == code, (ent, counter)
-    assert seen == 80 and len(spec) == 46  # every counter reference of the six hour tiers
+    assert seen == 46 and len(spec) == 46  # every counter of the six hour tiers, read once per interval
 
 
 def test_thresholds_default_to_figure_9(db, conn) -> None:
