@@ -47,6 +47,9 @@ schema: $(STAMP) ## apply schema/ to the database
 bench: $(STAMP) ## run the benchmarks and append the figures to bench/RESULTS.md
 	$(BIN)/python bench/run.py
 
+bench-scale: $(STAMP) ## a ref16 day end to end, ingest vs raw COPY, bytes per value (both engines) -> bench/RESULTS.md
+	$(BIN)/python bench/run.py bench_scale
+
 lint: $(STAMP) ## static checks: ruff, and the dashboards are what dashboards/build.py makes
 	$(BIN)/python -m ruff check api collector tests bench
 	$(BIN)/python dashboards/build.py --check
