@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
 from collector import schema
 from collector.config import CollectorSettings
@@ -137,6 +138,52 @@ def reads(url: str) -> list[str]:
     return out
 
 
+def api_reads(url: str) -> list[str]:
+    """What the API answers (counter reads followed page by page, tiers, every report), as text."""
+    from api.config import ApiSettings
+    from api.main import create_app
+    from collector.reports import REPORTS
+    from collector.token_cli import create_token
+
+    headers = {"Authorization": f"Bearer {create_token(url, 'engines', 'read')}"}
+    with psycopg.connect(url) as c:
+        mids = [r[0] for r in c.execute("SELECT measurement_id FROM _measure.measurement ORDER BY 1")]
+    lo, hi = START.isoformat(), (START + timedelta(hours=HOURS)).isoformat()
+    mid_lo, mid_hi = (START + timedelta(minutes=37)).isoformat(), (START + timedelta(hours=5, minutes=11)).isoformat()
+    gets = []
+    for m in mids:
+        for entity in ("cpu", "disc", "process", "terminal", "file", "userdef"):
+            gets += [(f"/measurements/{m}/counters/{entity}", {}),
+                     (f"/measurements/{m}/counters/{entity}", {"from_at": mid_lo, "to_at": mid_hi}),
+                     (f"/measurements/{m}/counters/{entity}", {"at": mid_hi, "tolerance_seconds": 600}),
+                     (f"/measurements/{m}/counters/{entity}", {"from_at": lo, "to_at": hi, "rate": "false",
+                                                               "all_records": "true", "limit": 1000})]
+    for entity in ("cpu", "disc", "process", "line", "userdef", "tmf"):
+        for tier in ("hour", "shift", "month", "year", "auto"):
+            gets.append((f"/tiers/{entity}/{tier}", {"from": lo, "to": hi, "limit": 5000}))
+    day = {"system": "\\DEMO", "date": str(START.date())}
+    days = {"system": "\\DEMO", "from": str(START.date()), "to": str((START + timedelta(days=1)).date())}
+    window = {"system": "\\DEMO", "from": mid_lo, "to": mid_hi}
+    for name, rep in sorted(REPORTS.items()):
+        params = day if "day" in rep.params else days if "date_from" in rep.params else window
+        if "cpu" in rep.params:
+            params = {**params, "cpu": 1}
+        gets += [(f"/reports/{name}", params), (f"/reports/{name}", {**params, "format": "text"})]
+    out = []
+    with TestClient(create_app(ApiSettings(cache_enabled=False), database_url=url)) as client:
+        for path, params in gets:
+            while True:
+                r = client.get(path, params=params, headers=headers)
+                assert r.status_code == 200, (path, params, r.text)
+                out.append(f"{path} {params} {r.text}")
+                body = r.json() if "json" in r.headers["content-type"] else None
+                cursor = body.get("next_cursor") if isinstance(body, dict) else None
+                if not cursor:
+                    break
+                params = {**params, "cursor": cursor}
+    return out
+
+
 @pytest.fixture(scope="module")
 def engines(fresh_database, tmp_path_factory) -> dict[str, str]:
     plain = fresh_database("_engines_plain")
@@ -166,6 +213,7 @@ def test_every_tier_report_panel_and_read_is_the_same_on_both_engines(engines) -
         with psycopg.connect(url) as c:
             snaps[name] = snapshot(c, "\\DEMO", days, windows)
             snaps[name]["reads"] = reads(url)
+            snaps[name]["api"] = api_reads(url)
             # the old history is condensed, not dropped: hours, shifts and months of 2024
             snaps[name]["old"] = [str(r) for r in c.execute(
                 "SELECT count(*), min(busy_avg), max(busy_max) FROM measure.cpu_hour WHERE hour_at < %s",
@@ -173,5 +221,5 @@ def test_every_tier_report_panel_and_read_is_the_same_on_both_engines(engines) -
     # minute m of each hour is busy m * 0.5 s of 60 s: mean 29.5 / 120, peak 59 / 120
     assert snaps["plain"]["old"] == ["(4, Decimal('24.5833333333333333'), Decimal('49.1666666666666667'))"]
     assert all(snaps["plain"][k] for k in ("interval_record", "counter_copy", "cpu_hour", "cpu_month",
-                                            "process_summary[0]", "terminal_summary[0]", "reads"))
+                                            "process_summary[0]", "terminal_summary[0]", "reads", "api"))
     assert differences(snaps["plain"], snaps["timescaledb"]) == []
