@@ -9,8 +9,10 @@ below touches): 16 CPUs, 46 disc paths, 16 lines, 1,600 terminals, 327 processes
 opens, 320 user-counter elements, TMF, Expand and tape entities = 2,993 entities, in one
 stopped measurement with a 10-minute interval (1,008 intervals per entity). Counter values
 follow each counter's kind (busy ≤ DELTA-TIME, queues, snapshots …) with a daily load curve
-in the node's time zone and deterministic noise. The hours are condensed into the tiers the
-way the writer does it (``_measure.note_intervals`` + ``_measure.condense``).
+in the node's time zone and deterministic noise, a type and a day at a time staged in
+``pg_temp._interval_in`` and stored as interval runs (``_measure.interval_run``, one row per
+counter record and UTC hour) by ``_measure.store_intervals``. The hours are condensed into the
+tiers the way the writer does it (``_measure.note_intervals`` + ``_measure.condense``).
 
 The API runs under uvicorn in a subprocess (MEASUREDB_BENCH_API_WORKERS, default 2 workers)
 twice: with the read cache (api/cache.py, the default) and with MEASUREDB_API_CACHE_ENABLED=
@@ -169,17 +171,28 @@ def load_week(url: str) -> dict:
                   " row_number() OVER (ORDER BY type_code, key)::int AS n FROM _measure.entity")
 
     def gen(entity: str) -> None:
+        """The week's interval records of one entity type, a day at a time: generated into
+        pg_temp._interval_in, stored as runs (one per counter record and UTC hour) by
+        _measure.store_intervals."""
         with psycopg.connect(url, autocommit=True) as g:
-            g.execute(
-                "INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at,"
-                " delta_us, closing_kind, system_id, type_code, cpu, error, counters)"
-                f" SELECT %(m)s, e.entity_id, %(t0)s, t, t + %(iv)s, {D}, 3, %(s)s, e.type_code, e.cpu, 0,"
-                f" {counters_sql(entity)}"
-                " FROM bench_entity e CROSS JOIN generate_series(%(t0)s, %(t1)s - %(iv)s, %(iv)s) t"
-                f" CROSS JOIN LATERAL (SELECT {LOAD} AS f) x WHERE e.type_code = %(code)s",
-                {"m": mid, "s": sid, "t0": T0, "t1": T1, "iv": timedelta(seconds=INTERVAL_S),
-                 "code": codes[entity], "zone": topo.time_zone})
+            g.execute("CREATE TEMP TABLE IF NOT EXISTS _interval_in (LIKE _measure.interval_record)")
+            for day in range(DAYS):
+                lo, hi = T0 + timedelta(days=day), T0 + timedelta(days=day + 1)
+                g.execute(
+                    "INSERT INTO pg_temp._interval_in (measurement_id, entity_id, record_at, from_at, to_at,"
+                    " delta_us, closing_kind, system_id, type_code, cpu, error, counters)"
+                    f" SELECT %(m)s, e.entity_id, %(t0)s, t, t + %(iv)s, {D}, 3, %(s)s, e.type_code, e.cpu, 0,"
+                    f" {counters_sql(entity)}"
+                    " FROM bench_entity e CROSS JOIN generate_series(%(lo)s, %(hi)s - %(iv)s, %(iv)s) t"
+                    f" CROSS JOIN LATERAL (SELECT {LOAD} AS f) x WHERE e.type_code = %(code)s",
+                    {"m": mid, "s": sid, "t0": T0, "lo": lo, "hi": hi, "iv": timedelta(seconds=INTERVAL_S),
+                     "code": codes[entity], "zone": topo.time_zone})
+                g.execute("SELECT _measure.store_intervals()")
 
+    with psycopg.connect(url, autocommit=True) as c:
+        # the daily partitions of the runs, made before the two writers start: two
+        # store_intervals making partitions at once can deadlock each other
+        c.execute("SELECT _measure.run_partitions_for(%s, %s)", (T0, T1))
     big_first = sorted(types, key=lambda t: -info["types"][t] * len(load_catalog().entity(t).counters))
     with ThreadPoolExecutor(2) as pool:  # two connections: generating is CPU-bound SQL
         list(pool.map(gen, big_first))
@@ -192,7 +205,7 @@ def load_week(url: str) -> dict:
             pass
         info["condense_s"] = time.perf_counter() - t
         c.execute("VACUUM ANALYZE")
-        info["records"] = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
+        info["records"] = c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run").fetchone()[0]
         info["hour_rows"] = {tier: c.execute(f"SELECT count(*) FROM _measure.{tier}").fetchone()[0]
                              for tier in ("cpu_hour", "disc_hour", "line_hour", "process_hour",
                                           "userdef_hour", "tmf_hour")}
@@ -432,7 +445,7 @@ def loaded(url: str) -> dict | None:
                 return None
             schema.apply(url, mode="off")
             info = {"measurement_id": row[0], "system_id": row[1], "reused": True,
-                    "records": c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0],
+                    "records": c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run").fetchone()[0],
                     "entities": c.execute("SELECT count(*) FROM _measure.entity").fetchone()[0]}
     except psycopg.OperationalError:
         return None

@@ -24,12 +24,15 @@ thresholds), written straight into the tables condensing keeps, for one measurem
   active every hour, 10 % only 08-18 UTC);
 - raw interval records (1-minute, every CPU, process, FILE, DISCOPEN and TERMINAL entity) for
   the two UTC hours that the 30-day window cuts: the hour holding its start and the hour
-  holding the end of both windows; those two hours are then condensed by
-  _measure.condense_records (so their tier rows, and their days and months, come from the
-  records, as in production). The windows end 6 h 37 min 13 s before the end of the data
-  (Grafana's now-30d is never hour-aligned); the report panels widen them to whole UTC hours
-  (measure.hour_start / hour_end), so the edge hours are read from their condensed tier rows,
-  not from the interval records (an hour of every DISCOPEN is 600,000 records: ~2 s).
+  holding the end of both windows, staged in pg_temp._interval_in and stored as interval runs
+  (_measure.interval_run, one row per counter record and hour) by _measure.store_intervals;
+  those two hours are then condensed by _measure.condense_records (so their tier rows, and
+  their days and months, come from the records, as in production) and their condensing marks
+  (_measure.tier_dirty, set by store_intervals) cleared. The windows end 6 h 37 min 13 s
+  before the end of the data (Grafana's now-30d is never hour-aligned); the report panels
+  widen them to whole UTC hours (measure.hour_start / hour_end), so the edge hours are read
+  from their condensed tier rows, not from the interval records (an hour of every DISCOPEN
+  is 600,000 records: ~2 s).
 
 The hour tiers, the record tiers and the DISCOPEN tiers are generated independently (the same
 load curve, not the same numbers): a chart and a report over the same hours need not agree,
@@ -280,24 +283,35 @@ def populate_records(c: psycopg.Connection, sys_id: int, meas: int) -> None:
     c.commit()
     t = step("discopen_open_hours", t)
 
-    # the interval records of the edge hours, minute by minute
+    # the interval records of the edge hours, minute by minute: staged in pg_temp._interval_in
+    # and stored as runs (one per counter record and UTC hour) by _measure.store_intervals,
+    # an entity type and an hour at a time
+    c.execute("CREATE TEMP TABLE IF NOT EXISTS _interval_in (LIKE _measure.interval_record)")
     for ent in ("cpu", "process", "file", "discopen", "terminal"):
-        c.execute(
-            "INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at, delta_us, "
-            "closing_kind, system_id, type_code, cpu, counters) "
-            "SELECT %(m)s, e.entity_id, %(start)s, h, h + INTERVAL '1 minute', 60000000, 3, e.system_id, e.type_code, "
-            f"       coalesce(e.cpu, 0), {counter_array(defs[ent], ent, 60)} "
-            "  FROM unnest(%(edges)s::timestamptz[]) eh "
-            " CROSS JOIN LATERAL generate_series(eh, eh + INTERVAL '59 minutes', INTERVAL '1 minute') h "
-            f" CROSS JOIN _measure.entity e {FW} "
-            " WHERE e.system_id = %(sys)s AND e.type_code = %(code)s ORDER BY h, e.entity_id",
-            {**args, "edges": list(EDGE_HOURS), "code": codes[ent]})
-        c.commit()
-    n = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
-    t = step(f"interval records of the {len(EDGE_HOURS)} edge hours ({n:,} rows)", t)
+        for eh in EDGE_HOURS:
+            c.execute(
+                "INSERT INTO pg_temp._interval_in (measurement_id, entity_id, record_at, from_at, to_at, delta_us, "
+                "closing_kind, system_id, type_code, cpu, error, counters) "
+                "SELECT %(m)s, e.entity_id, %(start)s, h, h + INTERVAL '1 minute', 60000000, 3, e.system_id, "
+                f"       e.type_code, coalesce(e.cpu, 0), 0, {counter_array(defs[ent], ent, 60)} "
+                "  FROM generate_series(%(eh)s::timestamptz, %(eh)s::timestamptz + INTERVAL '59 minutes', "
+                "                       INTERVAL '1 minute') h "
+                f" CROSS JOIN _measure.entity e {FW} "
+                " WHERE e.system_id = %(sys)s AND e.type_code = %(code)s",
+                {**args, "eh": eh, "code": codes[ent]})
+            c.execute("SELECT _measure.store_intervals()")
+            c.commit()
+    n, runs = c.execute("SELECT coalesce(sum(n), 0), count(*) FROM _measure.interval_run").fetchone()
+    t = step(f"interval records of the {len(EDGE_HOURS)} edge hours ({n:,} records in {runs:,} runs, "
+             "_measure.store_intervals)", t)
     c.execute("ANALYZE")
     t = time.perf_counter()
     c.execute("SELECT _measure.condense_records(%s::smallint, %s::timestamptz[])", (sys_id, list(EDGE_HOURS)))
+    # store_intervals marked the edge hours for condensing (_measure.tier_dirty); they are
+    # condensed now (their hour tiers are the synthetic ones above): unmarked, as condense
+    # would leave them, or the report panels would read them from the interval records
+    c.execute("DELETE FROM _measure.tier_dirty WHERE system_id = %s AND hour_at = ANY (%s::timestamptz[])",
+              (sys_id, list(EDGE_HOURS)))
     c.commit()
     step(f"_measure.condense_records of the {len(EDGE_HOURS)} edge hours (tiers, histograms, DISCOPEN; "
          "their days and months again)", t)
@@ -437,7 +451,7 @@ def main() -> None:
                           "(SELECT count(*) FROM _measure.response_hist), "
                           "(SELECT count(*) FROM _measure.discopen_file_tier), "
                           "(SELECT count(*) FROM _measure.discopen_open_hours), "
-                          "(SELECT count(*) FROM _measure.interval_record)").fetchone()
+                          "(SELECT coalesce(sum(n), 0) FROM _measure.interval_run)").fetchone()
         sys_id = c.execute("SELECT system_id FROM _measure.system").fetchone()[0]
         plans = {}
         for label, (tr, _) in ranges.items():

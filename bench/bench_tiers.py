@@ -3,18 +3,22 @@ computed straight from interval records, and the cost of condensing.
 
 Data, built the way production builds it (plain PostgreSQL branch; no TimescaleDB here):
 * a year of 1-minute interval records of the 16 CPUs of a node (8.4 million records,
-  generated in SQL with a daily load curve and per-minute noise), condensed into the hour,
+  generated in SQL with a daily load curve and per-minute noise, a month at a time staged in
+  pg_temp._interval_in and stored by _measure.store_intervals as interval runs: one row of
+  _measure.interval_run per CPU and UTC hour, 60 intervals each), condensed into the hour,
   shift, month and year tiers by _measure.note_intervals + _measure.condense, exactly as
   the collector does after each slice. The CPU reports read only CPU tiers, so the year has
   only CPU records; in production raw records are kept 35 days, so "from interval records
   over a year" is what the tiers spare, not something production could still run;
 * one more day of 1-minute interval records of the whole node: 16 CPUs, 128 disc paths
-  (64 volumes) and 1,856 processes = 2,000 entities, 2.88 million records.
+  (64 volumes) and 1,856 processes = 2,000 entities, 2.88 million records (stored the same
+  way, 6 hours at a time).
 
 Measured (medians; the tables say of how many runs):
 * threshold report (measure.report_threshold, Figure 1/9) of one day, from the tiers and
   from interval records (RAW_THRESHOLD computes the whole report, every column, from the
-  records of the shift day only; both results are compared row for row);
+  records of the shift day only, read unpacked from their runs by _measure.intervals, one
+  row per interval record; both results are compared row for row);
 * CPU trend report (measure.report_cpu_trend, Figure 2) over 365 days, both ways (RAW_TREND,
   the whole report too);
 * condensing the 2,000-entity day into every tier (note_intervals + condense of its 24
@@ -89,17 +93,26 @@ def entities() -> list[tuple[str, int, dict]]:
 
 
 def insert_intervals(c: psycopg.Connection, ids: dict, entity: str, fill: dict, lo: datetime,
-                     hi: datetime) -> None:
-    c.execute(
-        "INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, to_at, delta_us,"
-        " closing_kind, system_id, type_code, cpu, error, counters)"
-        f" SELECT %(m)s, e.entity_id, %(start)s, t, t + INTERVAL '1 minute', {D}, 3, e.system_id, e.type_code,"
-        f" e.cpu, 0, {counters(entity, fill)}"
-        " FROM _measure.entity e"
-        " CROSS JOIN generate_series(%(lo)s, %(hi)s - INTERVAL '1 minute', INTERVAL '1 minute') t"
-        f" CROSS JOIN LATERAL (SELECT {LOAD} AS f) x"
-        " WHERE e.system_id = %(sys)s AND e.type_code = %(code)s",
-        {**ids, "code": ids[entity], "lo": lo, "hi": hi})
+                     hi: datetime, chunk: timedelta | None = None) -> None:
+    """The 1-minute interval records of [lo, hi) of every entity of a type, generated in SQL,
+    staged in pg_temp._interval_in and stored as runs by _measure.store_intervals (one run per
+    counter record and UTC hour, the hours marked for condensing), `chunk` at a time."""
+    c.execute("CREATE TEMP TABLE IF NOT EXISTS _interval_in (LIKE _measure.interval_record)")
+    at = lo
+    while at < hi:
+        end = min(hi, at + chunk) if chunk else hi
+        c.execute(
+            "INSERT INTO pg_temp._interval_in (measurement_id, entity_id, record_at, from_at, to_at, delta_us,"
+            " closing_kind, system_id, type_code, cpu, error, counters)"
+            f" SELECT %(m)s, e.entity_id, %(start)s, t, t + INTERVAL '1 minute', {D}, 3, e.system_id, e.type_code,"
+            f" e.cpu, 0, {counters(entity, fill)}"
+            " FROM _measure.entity e"
+            " CROSS JOIN generate_series(%(lo)s, %(hi)s - INTERVAL '1 minute', INTERVAL '1 minute') t"
+            f" CROSS JOIN LATERAL (SELECT {LOAD} AS f) x"
+            " WHERE e.system_id = %(sys)s AND e.type_code = %(code)s",
+            {**ids, "code": ids[entity], "lo": at, "hi": end})
+        c.execute("SELECT _measure.store_intervals()")
+        at = end
 
 
 def reuse(url: str) -> dict | None:
@@ -117,8 +130,8 @@ def reuse(url: str) -> dict | None:
     schema.apply(url, mode="off")
     with psycopg.connect(url, autocommit=True) as c:
         ids = {"sys": row[0], "m": row[1], "gen_year_s": 0.0, "condense_year_s": 0.0, "gen_day_s": 0.0}
-        ids["records"] = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
-        ids["day_records"] = c.execute("SELECT count(*) FROM _measure.interval_record WHERE from_at >= %s",
+        ids["records"] = c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run").fetchone()[0]
+        ids["day_records"] = c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run WHERE from_at >= %s",
                                        (DAY,)).fetchone()[0]
         # what the new schema computes on its first condensing (stored violations) is done here
         c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (row[0], DAY, DAY))
@@ -154,6 +167,9 @@ def populate(url: str) -> dict:
             with psycopg.connect(url, autocommit=True) as g:
                 insert_intervals(g, ids, "cpu", CPU, *span)
 
+        # the daily partitions of the runs, made before the two writers start: two
+        # store_intervals making partitions at once can deadlock each other
+        c.execute("SELECT _measure.run_partitions_for(%s, %s)", (START, DAY + timedelta(hours=23)))
         with ThreadPoolExecutor(2) as pool:  # two connections: the generation is CPU-bound SQL
             list(pool.map(gen, months))
         ids["gen_year_s"] = time.perf_counter() - t
@@ -164,10 +180,10 @@ def populate(url: str) -> dict:
         ids["condense_year_s"] = time.perf_counter() - t
         t = time.perf_counter()
         for etype, fill in (("cpu", CPU), ("disc", DISC), ("process", PROCESS)):
-            insert_intervals(c, ids, etype, fill, DAY, DAY + timedelta(days=1))
+            insert_intervals(c, ids, etype, fill, DAY, DAY + timedelta(days=1), chunk=timedelta(hours=6))
         ids["gen_day_s"] = time.perf_counter() - t
-        ids["records"] = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
-        ids["day_records"] = c.execute("SELECT count(*) FROM _measure.interval_record WHERE from_at >= %s",
+        ids["records"] = c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run").fetchone()[0]
+        ids["day_records"] = c.execute("SELECT coalesce(sum(n), 0) FROM _measure.interval_run WHERE from_at >= %s",
                                        (DAY,)).fetchone()[0]
         c.execute("VACUUM ANALYZE")
     return ids
@@ -183,27 +199,36 @@ TIER_TREND = "SELECT * FROM measure.report_cpu_trend(%(system)s, %(from)s, %(to)
 # records it needs), per CPU, measurement and hour the Figure 9 items (interval extremes and
 # time-weighted averages), one measurement per CPU-hour (the most measured time), each hour
 # placed in its shift, the thresholds in force evaluated, the broken ones listed.
+# Both raw queries read the interval records from their runs with _measure.intervals (one row
+# per interval, counter p of it c[i][p]) and take the counters they need out of the run's
+# array in a subquery kept apart (OFFSET 0) before grouping: else the planner sorts or hashes
+# rows that still carry the whole decompressed array of their run (60 x 33 counters), which
+# spilled 360 MB to disk for one day and took minutes for the year.
 RAW_THRESHOLD = """
 WITH span AS (
     SELECT min(b.start_at) AS lo, max(b.end_at) AS hi
       FROM _measure.system_shift ss
      CROSS JOIN LATERAL _measure.shift_bounds(%(sys)s::smallint, %(day)s::date, ss.shift_no) b
      WHERE ss.system_id = %(sys)s),
-hr AS (
-    SELECT ir.entity_id, ir.measurement_id, min(ir.cpu) AS cpu,
+ir AS (  -- the interval records, the counters of the report read out of their runs
+    SELECT ir.entity_id, ir.measurement_id, ir.cpu, ir.delta_us,
            date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour_at,
+           ir.c[ir.i][1] AS busy, ir.c[ir.i][2] AS qlen, ir.c[ir.i][7] AS swaps, ir.c[ir.i][8] AS ibusy
+      FROM span CROSS JOIN LATERAL _measure.intervals(%(sys)s::smallint, 1::smallint, span.lo, span.hi) ir
+    OFFSET 0),
+hr AS (
+    SELECT ir.entity_id, ir.measurement_id, min(ir.cpu) AS cpu, ir.hour_at,
            sum(ir.delta_us) AS elapsed_us,
-           max(greatest(ir.counters[2], 0)::numeric / ir.delta_us) AS qlen_max,
-           min(greatest(ir.counters[2], 0)::numeric / ir.delta_us) AS qlen_min,
-           max(1000000.0 * greatest(ir.counters[7], 0) / ir.delta_us) AS swap_max,
-           max(100.0 * greatest(ir.counters[1], 0) / ir.delta_us) AS busy_max,
-           min(100.0 * greatest(ir.counters[1], 0) / ir.delta_us) AS busy_min,
-           max(100.0 * greatest(ir.counters[8], 0) / ir.delta_us) AS ibusy_max,
-           sum(greatest(ir.counters[2], 0)) AS qlen_us, sum(greatest(ir.counters[7], 0)) AS swaps,
-           sum(greatest(ir.counters[1], 0)) AS busy_us, sum(greatest(ir.counters[8], 0)) AS ibusy_us
-      FROM span, _measure.interval_record ir
-     WHERE ir.system_id = %(sys)s AND ir.type_code = 1 AND ir.from_at >= span.lo AND ir.from_at < span.hi
-     GROUP BY ir.entity_id, ir.measurement_id, 4),
+           max(greatest(ir.qlen, 0)::numeric / ir.delta_us) AS qlen_max,
+           min(greatest(ir.qlen, 0)::numeric / ir.delta_us) AS qlen_min,
+           max(1000000.0 * greatest(ir.swaps, 0) / ir.delta_us) AS swap_max,
+           max(100.0 * greatest(ir.busy, 0) / ir.delta_us) AS busy_max,
+           min(100.0 * greatest(ir.busy, 0) / ir.delta_us) AS busy_min,
+           max(100.0 * greatest(ir.ibusy, 0) / ir.delta_us) AS ibusy_max,
+           sum(greatest(ir.qlen, 0)) AS qlen_us, sum(greatest(ir.swaps, 0)) AS swaps,
+           sum(greatest(ir.busy, 0)) AS busy_us, sum(greatest(ir.ibusy, 0)) AS ibusy_us
+      FROM ir
+     GROUP BY ir.entity_id, ir.measurement_id, ir.hour_at),
 best AS (
     SELECT DISTINCT ON (hr.entity_id, hr.hour_at) hr.*
       FROM hr ORDER BY hr.entity_id, hr.hour_at, hr.elapsed_us DESC, hr.measurement_id),
@@ -237,18 +262,22 @@ SELECT f.cpu, to_char(f.hour_at AT TIME ZONE s.time_zone, 'HH24:MI') AS time_of_
 # CPU-hours of the local days (one measurement per CPU-hour), then per local day the hour and
 # CPU with the largest average queue length, the extremes over the CPUs of that hour.
 RAW_TREND = """
-WITH hr AS (
-    SELECT ir.entity_id, ir.measurement_id, min(ir.cpu) AS cpu,
+WITH ir AS (  -- the interval records, the counters of the report read out of their runs
+    SELECT ir.entity_id, ir.measurement_id, ir.cpu, ir.delta_us,
            date_bin(INTERVAL '1 hour', ir.from_at, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour_at,
+           ir.c[ir.i][1] AS busy, ir.c[ir.i][2] AS qlen, ir.c[ir.i][7] AS swaps
+      FROM _measure.intervals(%(sys)s::smallint, 1::smallint,
+                              (%(from)s::date + time '00:00') AT TIME ZONE %(zone)s,
+                              (%(to)s::date + 1 + time '00:00') AT TIME ZONE %(zone)s) ir
+    OFFSET 0),
+hr AS (
+    SELECT ir.entity_id, ir.measurement_id, min(ir.cpu) AS cpu, ir.hour_at,
            sum(ir.delta_us) AS elapsed_us,
-           measure.avg_queue_length(sum(greatest(ir.counters[2], 0)), sum(ir.delta_us)) AS qlen_avg,
-           measure.per_second(sum(greatest(ir.counters[7], 0)), sum(ir.delta_us)) AS swap_avg,
-           measure.busy_percent(sum(greatest(ir.counters[1], 0)), sum(ir.delta_us)) AS busy_avg
-      FROM _measure.interval_record ir
-     WHERE ir.system_id = %(sys)s AND ir.type_code = 1
-       AND ir.from_at >= (%(from)s::date + time '00:00') AT TIME ZONE %(zone)s
-       AND ir.from_at < (%(to)s::date + 1 + time '00:00') AT TIME ZONE %(zone)s
-     GROUP BY ir.entity_id, ir.measurement_id, 4),
+           measure.avg_queue_length(sum(greatest(ir.qlen, 0)), sum(ir.delta_us)) AS qlen_avg,
+           measure.per_second(sum(greatest(ir.swaps, 0)), sum(ir.delta_us)) AS swap_avg,
+           measure.busy_percent(sum(greatest(ir.busy, 0)), sum(ir.delta_us)) AS busy_avg
+      FROM ir
+     GROUP BY ir.entity_id, ir.measurement_id, ir.hour_at),
 best AS (
     SELECT DISTINCT ON (hr.entity_id, hr.hour_at) hr.*
       FROM hr ORDER BY hr.entity_id, hr.hour_at, hr.elapsed_us DESC, hr.measurement_id),
@@ -308,7 +337,7 @@ def main() -> None:
         c.execute("RESET ROLE")
         thr_raw, thr_raw_dig = median_ms(c, digest(RAW_THRESHOLD, "r.cpu, r.hour_at"), args, 5, warm=2)
         trend_raw, trend_raw_dig = median_ms(c, digest(RAW_TREND, "r.day"), args, 3)
-        hours = c.execute("SELECT count(*) FROM _measure.cpu_hour").fetchone()[0]
+        hours = c.execute("SELECT count(*) FROM _measure.cpu_hour WHERE hour_at < %s", (END,)).fetchone()[0]
         condense = []
         for _ in range(3):  # mark the day's 24 hours dirty again and condense them
             c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)",
@@ -328,11 +357,13 @@ def main() -> None:
     print("### bench_tiers: reports from the tiers vs from interval records; condensing (plain PostgreSQL)")
     print()
     print(f"A year ({START.date()} .. {(END - timedelta(days=1)).date()}) of 1-minute CPU interval records of a "
-          f"16-CPU node ({ids['records'] - ids['day_records']:,} records, generated in {ids['gen_year_s']:.0f} s), "
-          f"condensed by note_intervals + condense into {hours - 16 * 24:,} CPU hour rows and their shift/month/"
+          f"16-CPU node ({ids['records'] - ids['day_records']:,} records, generated and stored as interval runs by "
+          f"_measure.store_intervals in {ids['gen_year_s']:.0f} s), "
+          f"condensed by note_intervals + condense into {hours:,} CPU hour rows and their shift/month/"
           f"year tiers in {ids['condense_year_s']:.0f} s; plus one day of the whole node "
           f"(16 CPUs, {2 * N_VOLUMES} disc paths, {N_PROCESSES} processes = 2,000 entities, "
-          f"{ids['day_records']:,} records). Both ways compute the whole report on the server and return its "
+          f"{ids['day_records']:,} records, stored in {ids['gen_day_s']:.0f} s). The raw way reads the interval "
+          "records unpacked from their runs (_measure.intervals). Both ways compute the whole report on the server and return its "
           "digest (row count, md5 of the rows in order: equal = identical reports); tier reports run as "
           "measure_reader, median of 15 after 2 untimed runs, and are also timed fetching every row into Python "
           "(psycopg, numerics decoded); the raw threshold query median of 5 after 2 untimed runs, the raw trend "
