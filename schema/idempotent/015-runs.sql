@@ -100,9 +100,16 @@ GRANT EXECUTE ON FUNCTION _measure.fresh_hours(smallint, smallint, timestamptz[]
 
 -- ---------------------------------------------------------------- reading
 
+-- p_span_lo / p_span_hi (optional) bound the runs read by their start: a caller passing
+-- p_lo and p_hi from a LATERAL join (many ranges) passes the hull of its ranges as constants
+-- too, so that the planner prunes the partitions outside it (runtime pruning alone still
+-- plans every partition: 64 ms a query with a year of daily partitions, 0.3 ms bounded).
 DROP FUNCTION IF EXISTS _measure.intervals(smallint, smallint, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS _measure.intervals(smallint, smallint, timestamptz, timestamptz, bigint);
 CREATE OR REPLACE FUNCTION _measure.intervals(p_system smallint, p_type smallint, p_lo timestamptz,
-                                              p_hi timestamptz, p_need bigint DEFAULT NULL)
+                                              p_hi timestamptz, p_need bigint DEFAULT NULL,
+                                              p_span_lo timestamptz DEFAULT NULL,
+                                              p_span_hi timestamptz DEFAULT NULL)
 RETURNS TABLE (system_id smallint, type_code smallint, measurement_id integer, entity_id bigint,
                record_at timestamptz, cpu smallint, error smallint, hour_at timestamptz,
                from_at timestamptz, to_at timestamptz, delta_us bigint, closing_kind smallint,
@@ -119,12 +126,15 @@ LANGUAGE sql STABLE AS $$
               FROM _measure.interval_run r
              WHERE r.system_id = p_system AND r.type_code = p_type
                AND r.from_at >= _measure.hour_of(p_lo) AND r.from_at < p_hi
-               AND (p_need IS NULL OR r.nonzero IS NULL OR r.nonzero & p_need <> 0)) s
+               AND (p_need IS NULL OR r.nonzero IS NULL OR r.nonzero & p_need <> 0)
+               AND (p_span_lo IS NULL OR r.from_at >= p_span_lo)
+               AND (p_span_hi IS NULL OR r.from_at < p_span_hi)) s
      CROSS JOIN LATERAL (SELECT s.counters || '{}'::bigint[] AS c OFFSET 0) d
      CROSS JOIN LATERAL generate_series(s.i0, s.i1) AS g (i)
      WHERE s.i0 <= s.i1
 $$;
-GRANT EXECUTE ON FUNCTION _measure.intervals(smallint, smallint, timestamptz, timestamptz, bigint) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.intervals(smallint, smallint, timestamptz, timestamptz, bigint, timestamptz,
+                                              timestamptz) TO measure_writer;
 
 -- The `nonzero` mask of some counters of an entity type (bit p-1 for position p): runs whose
 -- mask shares no bit with it have those counters all zero, and _measure.intervals(...,

@@ -54,7 +54,7 @@ BEGIN
                    count(*)::integer AS samples, sum(ir.delta_us)::bigint AS run_us, %s AS counters
               FROM unnest($3, $4) w (lo, hi)
              CROSS JOIN LATERAL (
-                   SELECT * FROM _measure.intervals($1, $2, w.lo, w.hi) ir
+                   SELECT * FROM _measure.intervals($1, $2, w.lo, w.hi, NULL, $6, $7) ir
                     WHERE $5 IS NULL OR ir.measurement_id = $5
                     OFFSET 0) ir
              GROUP BY 1, 2, 3, 4),
@@ -68,7 +68,8 @@ BEGIN
                r.last_at, r.samples, r.run_us, r.counters
           FROM r JOIN m USING (entity_id, hour_at, measurement_id)$q$,
         _measure.record_sums_sql(p_type, 'ir.c[ir.i]', true, '::bigint'))
-    USING p_system, p_type, p_lo, p_hi, p_measurement;
+    USING p_system, p_type, p_lo, p_hi, p_measurement,  -- $6, $7: the hull of the ranges
+          (SELECT _measure.hour_of(min(lo)) FROM unnest(p_lo) lo), (SELECT max(hi) FROM unnest(p_hi) hi);
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.record_rows(smallint, smallint, timestamptz[], timestamptz[], integer) TO measure_writer;
@@ -85,8 +86,10 @@ GRANT SELECT ON _measure.response_source TO measure_writer;
 
 -- Per entity and UTC hour of the ranges [p_lo[i], p_hi[i]), the measurement with the most
 -- measured time (ties: the lower id), from the runs' bounds alone (no counter is read).
+DROP FUNCTION IF EXISTS _measure.run_best(smallint, smallint, timestamptz[], timestamptz[]);
 CREATE OR REPLACE FUNCTION _measure.run_best(p_system smallint, p_type smallint, p_lo timestamptz[],
-                                             p_hi timestamptz[])
+                                             p_hi timestamptz[], p_span_lo timestamptz DEFAULT NULL,
+                                             p_span_hi timestamptz DEFAULT NULL)
 RETURNS TABLE (entity_id bigint, hour_at timestamptz, measurement_id integer)
 LANGUAGE sql STABLE AS $$
     SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
@@ -97,11 +100,13 @@ LANGUAGE sql STABLE AS $$
               JOIN _measure.interval_run r
                 ON r.system_id = p_system AND r.type_code = p_type
                AND r.from_at >= _measure.hour_of(w.lo) AND r.from_at < w.hi
+               AND (p_span_lo IS NULL OR r.from_at >= p_span_lo) AND (p_span_hi IS NULL OR r.from_at < p_span_hi)
              GROUP BY 1, 2, 3) a
      WHERE a.run > 0
      ORDER BY a.entity_id, a.hour_at, a.run DESC, a.measurement_id
 $$;
-GRANT EXECUTE ON FUNCTION _measure.run_best(smallint, smallint, timestamptz[], timestamptz[]) TO measure_writer;
+GRANT EXECUTE ON FUNCTION _measure.run_best(smallint, smallint, timestamptz[], timestamptz[], timestamptz, timestamptz)
+    TO measure_writer;
 
 -- Per response source, UTC hour and bin: the interval records with transactions of the
 -- ranges [p_lo[i], p_hi[i]), one measurement per entity-hour (the most measured time; ties:
@@ -109,9 +114,12 @@ GRANT EXECUTE ON FUNCTION _measure.run_best(smallint, smallint, timestamptz[], t
 CREATE OR REPLACE FUNCTION _measure.response_rows(p_system smallint, p_lo timestamptz[], p_hi timestamptz[])
 RETURNS TABLE (type_code smallint, hour_at timestamptz, bin integer, records bigint, transactions bigint,
                response_us bigint, mean_max_us numeric)
-LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off AS $fn$
+LANGUAGE plpgsql STABLE SET work_mem = '256MB' SET enable_sort = off SET enable_indexscan = off
+SET plan_cache_mode = force_custom_plan AS $fn$
 DECLARE
     s record;
+    v_lo timestamptz := (SELECT _measure.hour_of(min(lo)) FROM unnest(p_lo) lo);  -- the hull of the ranges,
+    v_hi timestamptz := (SELECT max(hi) FROM unnest(p_hi) hi);                    -- constants of each plan
 BEGIN
     IF p_lo IS NULL OR cardinality(p_lo) = 0 THEN
         RETURN;
@@ -125,8 +133,8 @@ BEGIN
                    ir.c[ir.i][s.tpos] AS n, greatest(ir.c[ir.i][s.rpos], 0) AS r
               FROM unnest(p_lo, p_hi) w (lo, hi)
              CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi,
-                                                   1::bigint << (s.tpos - 1)) ir),
-        best AS (SELECT * FROM _measure.run_best(p_system, s.type_code, p_lo, p_hi))
+                                                   1::bigint << (s.tpos - 1), v_lo, v_hi) ir),
+        best AS (SELECT * FROM _measure.run_best(p_system, s.type_code, p_lo, p_hi, v_lo, v_hi))
         SELECT s.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
                sum(x.r)::bigint, max(x.r::numeric / x.n)
           FROM x JOIN best USING (entity_id, hour_at, measurement_id)
@@ -459,18 +467,19 @@ BEGIN
               FROM (SELECT ir.*, greatest(ir.c[ir.i][%s], 0) + greatest(ir.c[ir.i][%s], 0) > 0 AS io
                       FROM unnest($2, $3) w (lo, hi)
                      CROSS JOIN LATERAL (
-                           SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi, $6) ir
+                           SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi, $6, $7, $8) ir
                             WHERE $4 IS NULL OR ir.measurement_id = $4
                             OFFSET 0) ir) ir
              GROUP BY 1, 2, 3, 4),
-        m AS (SELECT * FROM _measure.run_best($1, $5, $2, $3))
+        m AS (SELECT * FROM _measure.run_best($1, $5, $2, $3, $7, $8))
         SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.measurement_id IS NOT NULL,
                e.ids->>'file_name', r.samples, r.counters
           FROM r LEFT JOIN m USING (entity_id, hour_at, measurement_id)
           JOIN _measure.entity e ON e.entity_id = r.entity_id
          WHERE r.samples > 0$q$, v_sums, v_in, v_out)
     USING p_system, p_lo, p_hi, p_measurement, v_type,
-          _measure.counter_mask(v_type, ARRAY['driver_input_calls', 'driver_output_calls']);
+          _measure.counter_mask(v_type, ARRAY['driver_input_calls', 'driver_output_calls']),
+          (SELECT _measure.hour_of(min(lo)) FROM unnest(p_lo) lo), (SELECT max(hi) FROM unnest(p_hi) hi);
 END
 $fn$;
 GRANT EXECUTE ON FUNCTION _measure.discopen_rows(smallint, timestamptz[], timestamptz[], integer) TO measure_writer;
