@@ -4,6 +4,7 @@
     measuredb schema apply|status
     measuredb collector           the collector alone (simulated node + MEASURE)
     measuredb backfill --node N --days D [--seed S]   history, as fast as it simulates
+                                  (exit 3: the database did not take all of it; see the message)
     measuredb api                 the REST API alone
     measuredb health [--collector]
     measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
@@ -158,6 +159,16 @@ def collector() -> None:
     from collector.service import CollectorConfigError, run_collector
 
     settings = CollectorSettings()
+    if settings.database_url:  # a service waits for its database (the embedded one we start)
+        import logging
+
+        from collector.service import wait_for_database
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s collector %(levelname)s %(message)s")
+        try:
+            wait_for_database(settings.database_url, "applying the schema")
+        except CollectorConfigError as exc:
+            raise UserError(str(exc)) from None
     url, server = _database(settings, apply_schema=True)
     try:
         run_collector(settings, url)
@@ -176,29 +187,47 @@ def backfill(
     seed: Annotated[int, typer.Option(min=0, help="same seed, same counters")] = 1986,
 ) -> None:
     """Fill the database with DAYS of history of NODE under a default measurement of every
-    entity (1-minute interval), as fast as the simulation runs, with a progress bar."""
+    entity (1-minute interval), as fast as the simulation runs, with a progress bar.
+
+    A database outage during the run is waited out (copies spool and replay); if the
+    database is still away MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS after the end, the
+    command says what is left in the spool and exits with status 3."""
     from collector.node.topology import NodeFileError
-    from collector.service import SECOND, Collector, CollectorConfigError, now_us, to_ts
+    from collector.service import (
+        SECOND,
+        Collector,
+        CollectorConfigError,
+        SpooledDataLeft,
+        now_us,
+        to_ts,
+    )
 
     settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
     url, server = _database(settings, apply_schema=True)
+    c = None
     try:
         c = Collector(settings, url)
         c.register()
         c.build()
         started = time.monotonic()
         t = now_us()
-        c.backfill(t - t % c.node.step_us, progress=True)
+        c.backfill(t - t % c.node.step_us, progress="bar" if settings.progress == "auto" else settings.progress)
+        c.finish_backfill(settings.outage_wait_seconds)
         c.checkpoint()
+        c.condense_months()
         c.upkeep()
-        c.close()
         simulated = (c.node.now_us - c.state.epoch_us) / SECOND
         stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
         out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "
                   f"{time.monotonic() - started:.0f} s; copies stored up to {stored}")
+    except SpooledDataLeft as exc:
+        console.print(f"measuredb: {exc}", markup=False)
+        raise typer.Exit(3) from None
     except (CollectorConfigError, NodeFileError) as exc:
         raise UserError(str(exc)) from None
     finally:
+        if c is not None:
+            c.close()
         if server:
             server.stop()
 
@@ -242,6 +271,8 @@ def run(
     started = time.monotonic()
     url, server = _database(settings, apply_schema=True)
     env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_PORT=str(api_port))
+    # the collector's backfill progress as log lines between the platform's own lines
+    env.setdefault("MEASUREDB_COLLECTOR_PROGRESS", "lines")
     children: dict[str, subprocess.Popen] = {}
     stopping = False
 
@@ -269,7 +300,10 @@ def run(
             f"  health         {api_url}/health\n"
             f"  database       {describe_url(url)}\n"
             f"  data folder    {data}\n"
-            f"  node           {settings.node} (seed {settings.seed})\n"
+            f"  node           {settings.node} (seed {settings.seed})"
+            + ("" if no_collector else "; the collector logs its backfill progress and when live "
+               "collection begins; it answers the API meanwhile")
+            + "\n"
             "Ctrl-C stops collector, API and the embedded database; the next `make run` reuses the data."
         )
         while not stopping:

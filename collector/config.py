@@ -67,7 +67,21 @@ class CollectorSettings(DatabaseSettings):
                               description="the node's step grid; live mode advances on it")
     heartbeat_seconds: float = Field(default=5.0, gt=0, le=300)
     spool_dir: Path | None = Field(default=None, description="default: <data_dir>/spool")
-    spool_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    spool_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024,
+                                 description="spool limit while the database is away")
+    spool_full: Literal["pause", "drop-oldest"] = Field(
+        default="pause",
+        description="at the spool limit: pause collection until the database answers (a "
+                    "simulated node then catches up, nothing lost), or drop the oldest "
+                    "spooled intervals with a loud warning")
+    outage_wait_seconds: float = Field(
+        default=300.0, ge=0, le=7 * 86_400,
+        description="`measuredb backfill`: how long to wait at the end for an unreachable "
+                    "database to take the spooled copies before exiting with status 3")
+    progress: Literal["auto", "bar", "lines", "off"] = Field(
+        default="auto",
+        description="backfill progress: a bar on a terminal (auto), log lines (as under "
+                    "`measuredb run`), or nothing")
     upkeep_seconds: float = Field(default=300.0, ge=10, le=86_400,
                                   description="how often the collector packs live runs, compresses "
                                               "old TimescaleDB chunks and (daily) applies retention")

@@ -10,9 +10,14 @@ Life of a collector (one per simulated system):
    with every measurement started and stopped at the times recorded in the database, and
    without writing the copies the database already holds (MEASMON's checkpoint to its
    backup). After a crash nothing is missing and nothing is stored twice.
-3. Backfill as fast as possible up to now (a progress bar on a terminal), then run live:
-   pace the virtual clock at real time (or MEASUREDB_COLLECTOR_SPEED times it), pick up new
-   or changed measurements from the database within a second, beat the heartbeat.
+3. Backfill as fast as possible up to now (a progress bar on a terminal, log lines under
+   `measuredb run`), answering control requests between hours, then run live: the node's
+   clock follows the wall clock (or runs MEASUREDB_COLLECTOR_SPEED times real time), catching
+   up after a backfill or an outage; pick up new or changed measurements from the database
+   within a second, beat the heartbeat.
+4. Stay up: a database outage is waited out with backoff (copies go to the spool and replay
+   in order, collector/sink.py), a bad control request is answered with an error, never
+   fatal.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ log = logging.getLogger(__name__)
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
+CATCHUP_CHUNK_US = 10 * 60 * SECOND  # live catch-up: control is answered at least this often
+ON_TIME_US = 2 * SECOND               # live: "within real time" means at most this late
+BEHIND_WARNING_S = 30.0               # live: warn (and repeat) once behind for this long
+PROGRESS_EVERY_S = 10.0               # backfill progress as log lines: one this often
 # Which workload a shipped node runs unless MEASUREDB_COLLECTOR_WORKLOAD says otherwise.
 DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "rds-txp": "rds", "rds-vlx": "rds",
                      "ref16": "ref16-day"}
@@ -48,6 +57,10 @@ DEFAULT_MEASUREMENT = "DEFAULT"
 
 class CollectorConfigError(RuntimeError):
     """The collector cannot start with these settings (message says why and what to do)."""
+
+
+class SpooledDataLeft(RuntimeError):
+    """A backfill ended with copies still in the spool (the database did not come back)."""
 
 
 def now_us() -> int:
@@ -128,9 +141,13 @@ class Collector:
         self.node: Any = None
         self.measmon: Measmon | None = None
         self.pipeline: Pipeline | None = None
-        self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes)
+        self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes,
+                             spool_full=settings.spool_full)
         self._last_beat = 0.0
         self.mode = "starting"
+        self.lag_us = 0
+        self._control_down_since: float | None = None
+        self._control_next_try = 0.0
 
     # ------------------------------------------------------------------ set-up
 
@@ -216,7 +233,7 @@ class Collector:
     def poll_control(self) -> int:
         """Add new measurements and apply changed stop times; returns how many changed."""
         assert self.state and self.measmon
-        with psycopg.connect(self.url) as conn:
+        with psycopg.connect(self.url, connect_timeout=3) as conn:
             rows = conn.execute(
                 """
                 SELECT measurement_id, name, contab, state,
@@ -248,6 +265,28 @@ class Collector:
                 changed += 1
         return changed
 
+    def control_round(self) -> bool:
+        """Pick up measurement changes and answer pending requests. A database outage is
+        logged once and retried with backoff, never fatal. True when the database answered."""
+        if self._control_down_since is not None and time.monotonic() < self._control_next_try:
+            return False
+        try:
+            self.poll_control()
+            self.handle_requests()
+        except psycopg.OperationalError as exc:
+            if self._control_down_since is None:
+                self._control_down_since = time.monotonic()
+                log.warning("control plane unreachable (the database is away): %s; measuring "
+                            "on, copies go to the spool", str(exc).strip().splitlines()[0])
+            waited = time.monotonic() - self._control_down_since
+            self._control_next_try = time.monotonic() + min(30.0, max(1.0, waited / 2))
+            return False
+        if self._control_down_since is not None:
+            log.warning("control plane reachable again after %.0f s",
+                        time.monotonic() - self._control_down_since)
+            self._control_down_since = None
+        return True
+
     # ------------------------------------------------------------------ requests from the API
 
     def handle_requests(self) -> int:
@@ -255,7 +294,7 @@ class Collector:
         MEASCOUNTERBUMPINIT, MEASCOUNTERBUMP); returns how many were answered."""
         assert self.state and self.measmon
         answered = 0
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=3) as conn:
             rows = conn.execute(
                 "SELECT request_id, kind, payload FROM _measure.control_request"
                 " WHERE system_id = %s AND answered_at IS NULL ORDER BY request_id",
@@ -264,9 +303,14 @@ class Collector:
             for request_id, kind, payload in rows:
                 response, error = None, None
                 try:
-                    response = self._answer(kind, payload)
-                except (ValueError, KeyError, LookupError, MeasureStateError) as exc:
+                    response = self._answer(kind, payload if isinstance(payload, dict) else {})
+                except (ValueError, KeyError, LookupError, TypeError, MeasureStateError) as exc:
                     error = str(exc).strip("'\"")
+                    if isinstance(exc, KeyError | TypeError) and not error.startswith(("invalid:", "not_found:")):
+                        error = f"invalid: the request lacks or mistypes a field ({error})"
+                except Exception as exc:  # noqa: BLE001 - one bad request never stops the collector
+                    log.exception("control request %s (%s) failed", request_id, kind)
+                    error = f"the collector failed on this request: {type(exc).__name__}: {exc}"
                 conn.execute(
                     "UPDATE _measure.control_request SET response = %s, error = %s, answered_at = now()"
                     " WHERE request_id = %s",
@@ -389,21 +433,55 @@ class Collector:
         self.measmon.run_until(until_us)
         self.writer.flush(self.pipeline.take(until_us))
 
-    def backfill(self, until_us: int, *, chunk_us: int = HOUR, progress: bool = False) -> None:
-        """Run as fast as possible up to until_us, a slice (and a checkpoint) per chunk."""
+    def backfill(self, until_us: int, *, chunk_us: int = HOUR, progress: bool | str = False,
+                 serve_control: bool = False) -> None:
+        """Run as fast as possible up to until_us, a slice (and a checkpoint) per chunk.
+        progress: False, True (bar), or a mode of MEASUREDB_COLLECTOR_PROGRESS; with
+        serve_control the API's requests are answered between chunks (at the node's time)."""
         self.mode = "backfill"
         start = self.node.now_us
-        with _progress(progress, total=max(1, until_us - start)) as bar:
+        mode = _progress_mode(progress)
+        began = last_line = time.monotonic()
+        if mode == "lines" and until_us > start:
+            log.info("backfill: %s to %s (%.1f days of node time)", _when(start), _when(until_us),
+                     (until_us - start) / 86_400 / SECOND)
+        with _progress(mode == "bar") as bar:
             task = bar.add_task("backfill", total=max(1, until_us - start)) if bar else None
             while self.node.now_us < until_us:
                 target = min(until_us, (self.node.now_us // chunk_us + 1) * chunk_us)
                 self.advance(target)
+                if serve_control:
+                    self.control_round()
                 self.heartbeat()
                 if target % (6 * HOUR) == 0:
                     self.checkpoint()
                 if bar:
                     bar.update(task, completed=self.node.now_us - start)
+                elif mode == "lines" and time.monotonic() - last_line >= PROGRESS_EVERY_S:
+                    last_line = time.monotonic()
+                    log.info("backfill: %s", _progress_line(start, self.node.now_us, until_us,
+                                                            last_line - began))
+        if mode == "lines" and until_us > start:
+            log.info("backfill done: %.1f days of node time in %.0f s",
+                     (until_us - start) / 86_400 / SECOND, time.monotonic() - began)
         self.condense_months()
+
+    def finish_backfill(self, wait_s: float) -> None:
+        """End of a backfill: the spool replayed, waiting up to wait_s for the database.
+        Raises SpooledDataLeft (with what is left and where) when it did not come back."""
+        if self.writer.drain(wait_s):
+            return
+        n, size = len(self.writer.spooled()), self.writer.spooled_bytes()
+        raise SpooledDataLeft(
+            f"the database did not answer within {wait_s:g} s: {n} slices ({size / 2**20:.1f} MiB) "
+            f"of copies up to {_when(self._spooled_until())} are still in the spool "
+            f"{self.writer.spool_dir}. Nothing is lost: they are written, in order, when "
+            "the collector or `measuredb backfill` next runs with the database reachable "
+            "(raise MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS to wait longer)")
+
+    def _spooled_until(self) -> int:
+        files = self.writer.spooled()
+        return int(files[-1].stem.split("-")[1]) if files else self.writer.durable_until_us
 
     def condense_months(self) -> int:
         """The month-level rows the slices written so far left (_measure.month_dirty): a
@@ -469,30 +547,58 @@ class Collector:
         threading.Thread(target=loop, name="upkeep", daemon=True).start()
         return stop
 
-    def live(self, *, stop_after_s: float | None = None) -> None:
-        """Pace the virtual clock at real time × speed; poll the control plane each second."""
+    def live(self, *, stop_after_s: float | None = None, stop_at_us: int | None = None) -> None:
+        """Run in real time. At speed 1 the node's clock is the wall clock cut to the step
+        grid: after a backfill or an outage the node catches up (CATCHUP_CHUNK_US at a time,
+        answering control in between) and then runs within ON_TIME_US of real time; at
+        another speed it runs `speed` times real time from where it stands. A warning every
+        30 s says how far behind it is while it cannot keep up. stop_after_s / stop_at_us
+        (node time) end it, for tests and benchmarks."""
         self.mode = "live"
         speed = self.settings.speed
+        step = self.node.step_us
+        chunk = max(step, CATCHUP_CHUNK_US // step * step)
         real0, virt0 = time.monotonic(), self.node.now_us
-        began = time.monotonic()
-        last_checkpoint = time.monotonic()
+        began = last_checkpoint = time.monotonic()
+        behind_since: float | None = None
+        last_warning = 0.0
+        log.info("live collection began: node time %s (%s)", _when(self.node.now_us),
+                 "real time" if speed == 1.0 else f"{speed:g} x real time")
         while stop_after_s is None or time.monotonic() - began < stop_after_s:
-            target = virt0 + int((time.monotonic() - real0) * speed * SECOND)
+            if stop_at_us is not None and self.node.now_us >= stop_at_us:
+                break
             if speed == 1.0:
-                target = min(target, now_us())
+                target = now_us()
+            else:
+                target = virt0 + int((time.monotonic() - real0) * speed * SECOND)
+            if stop_at_us is not None:
+                target = min(target, stop_at_us)
             # Only ever stop on the step grid: a replay after a restart then cuts the same
             # steps and reproduces this run's counters exactly.
-            target -= target % self.node.step_us
+            target -= target % step
+            if behind_since is None and target - self.node.now_us > max(step, ON_TIME_US):
+                behind_since = time.monotonic()
+                log.info("catching up: %s behind real time", _duration(target - self.node.now_us))
             if target > self.node.now_us:
-                self.advance(target)
-            self.poll_control()
-            self.handle_requests()
+                self.advance(min(target, self.node.now_us + chunk))
+            self.lag_us = max(0, target - self.node.now_us)
+            self.control_round()
             self.heartbeat()
             if time.monotonic() - last_checkpoint > 600 and self.checkpoint():
                 last_checkpoint = time.monotonic()
-            behind = (time.monotonic() - real0) * speed * SECOND - (self.node.now_us - virt0)
-            if behind > self.node.step_us + 5 * SECOND:  # the grid alone makes it lag a step
-                log.warning("live mode is %.1f s behind real time", behind / SECOND)
+            if self.lag_us > ON_TIME_US:
+                if behind_since is None:
+                    behind_since = time.monotonic()
+                elif (time.monotonic() - behind_since > BEHIND_WARNING_S
+                      and time.monotonic() - last_warning > BEHIND_WARNING_S):
+                    last_warning = time.monotonic()
+                    log.warning("live collection is %s behind real time and has been behind for "
+                                "%.0f s", _duration(self.lag_us), time.monotonic() - behind_since)
+                continue  # no sleep while behind
+            if behind_since is not None:
+                log.info("caught up with real time after %.0f s (node time %s)",
+                         time.monotonic() - behind_since, _when(self.node.now_us))
+                behind_since = None
             time.sleep(max(0.0, 1.0 - (time.monotonic() - real0) % 1.0))
 
     def heartbeat(self, *, force: bool = False) -> None:
@@ -500,7 +606,9 @@ class Collector:
             return
         self._last_beat = time.monotonic()
         detail = {"spooled_slices": len(self.writer.spooled()),
-                  "durable_until_us": self.writer.durable_until_us}
+                  "spooled_bytes": self.writer.spooled_bytes(),
+                  "durable_until_us": self.writer.durable_until_us,
+                  "lag_s": round(self.lag_us / SECOND, 1)}
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:
                 conn.execute(
@@ -569,7 +677,33 @@ class Collector:
         self.writer.close()
 
 
-def _progress(enabled: bool, total: int):
+def _when(us: int) -> str:
+    return to_ts(max(us, 0)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(us: int) -> str:
+    s = us // SECOND
+    return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
+
+
+def _progress_line(start: int, now: int, until: int, elapsed_s: float) -> str:
+    done = (now - start) / max(1, until - start)
+    left = elapsed_s / done * (1 - done) if done > 0 else 0.0
+    return (f"{100 * done:5.1f} % (node time {_when(now)} of {_when(until)}), "
+            f"{elapsed_s:.0f} s elapsed, about {left:.0f} s left")
+
+
+def _progress_mode(progress: bool | str) -> str:
+    if progress is True:
+        return "bar"
+    if progress is False:
+        return "off"
+    if progress == "auto":
+        return "bar" if os.isatty(2) else "lines"
+    return progress
+
+
+def _progress(enabled: bool):
     if not enabled:
         from contextlib import nullcontext
 
@@ -580,16 +714,47 @@ def _progress(enabled: bool, total: int):
                     TextColumn("{task.percentage:>5.1f}%"), TimeRemainingColumn())
 
 
+def wait_for_database(url: str, what: str, *, give_up_s: float | None = None) -> None:
+    """Until the database answers: retry with backoff (1 s doubling to 30 s), logging each
+    wait. A refused password or a missing database is not an outage: raised at once."""
+    waited, delay = 0.0, 1.0
+    while True:
+        try:
+            with psycopg.connect(url, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            if waited:
+                log.info("database reachable after %.0f s; %s", waited, what)
+            return
+        except psycopg.OperationalError as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "authentication failed" in reason or "does not exist" in reason:
+                raise CollectorConfigError(f"cannot use the database: {reason}") from None
+            if give_up_s is not None and waited >= give_up_s:
+                raise
+            log.warning("database unreachable (%s); retrying in %.0f s before %s", reason, delay, what)
+            time.sleep(delay)
+            waited += delay
+            delay = min(30.0, delay * 2)
+
+
 def run_collector(settings: CollectorSettings, url: str) -> None:
-    """`measuredb collector`: register, rebuild, backfill to now, then live until a signal."""
+    """`measuredb collector`: register, rebuild, backfill to now, then live until a signal.
+    Database outages, at start or later, are waited out; only bad settings end it."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s collector %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     collector = Collector(settings, url)
-    collector.register()
-    collector.build()
+    while True:
+        wait_for_database(url, "registering the collector")
+        try:
+            collector.register()
+            collector.build()
+            break
+        except psycopg.OperationalError as exc:  # went away again in between
+            log.warning("database lost while starting (%s); waiting", str(exc).strip().splitlines()[0])
     try:
         t = now_us()
-        collector.backfill(t - t % collector.node.step_us, progress=os.isatty(2))  # on the grid
+        collector.backfill(t - t % collector.node.step_us, progress=settings.progress,
+                           serve_control=True)  # on the grid
         collector.checkpoint()
         collector.upkeep()
         collector.start_scheduler()
@@ -597,10 +762,12 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         collector.live()
     except KeyboardInterrupt:
         try:  # store what was measured since the last slice (e.g. start copies)
-            collector.writer.flush(collector.pipeline.take(collector.node.now_us))
+            collector.writer.flush(collector.pipeline.take(collector.node.now_us), wait=False)
         except SpoolFull:
             pass
-        log.info("stopping: copies up to %s are stored", to_ts(max(collector.writer.durable_until_us, 0)))
+        log.info("stopping: copies up to %s are stored%s", _when(collector.writer.durable_until_us),
+                 f"; {len(collector.writer.spooled())} slices wait in the spool"
+                 if collector.writer.spooled() else "")
     except SpoolFull as exc:
         raise CollectorConfigError(str(exc)) from None
     finally:

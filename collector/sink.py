@@ -18,8 +18,9 @@
   replay after a crash stores nothing twice; a primary-key clash (a slice written by a run
   that died before recording its watermark) falls back to INSERT … ON CONFLICT DO NOTHING.
 * When the database cannot be reached the slice goes to the spool folder (written to a
-  temporary file, fsynced, renamed) and slices are replayed in order once it answers again.
-  A full spool raises SpoolFull: the collector stops with that message; nothing is dropped.
+  temporary file, fsynced, renamed) and slices are replayed in order once it answers again
+  (tried with exponential backoff). At the spool's limit the policy decides: pause (wait
+  for the database, lose nothing) or drop-oldest (loudly); see :class:`Writer`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ _FIELD_TYPES = {"measurement_id": ">i4", "entity_id": ">i8", "record_at": ">i8",
 
 class SpoolFull(RuntimeError):
     """The database is unreachable and the spool folder has reached its limit."""
+
+
+SPOOL_FULL_POLICIES = ("pause", "drop-oldest")
+# what a database that went away raises (a closed connection is an InterfaceError)
+DATABASE_AWAY = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 def _row_dtype(columns: tuple[str, ...], n_counters: int) -> np.dtype:
@@ -353,37 +359,104 @@ class Pipeline:
 
 
 class Writer:
-    """Writes slices in order; spools them while the database is away."""
+    """Writes slices in order; spools them while the database is away.
+
+    While the database is away, reconnecting is tried with exponential backoff (1 s doubling
+    to ``backoff_max_s``), not at every slice. What happens when the spool reaches its limit
+    is the ``spool_full`` policy: ``pause`` (the default) holds the collector in
+    :meth:`flush` until the database answers again (a simulated node loses nothing: it
+    resumes and catches up), ``drop-oldest`` drops the intervals of the oldest spooled slices
+    with a loud warning (their entities and measurement events are kept, so what follows
+    stays consistent). A spool file that cannot be read is moved to ``spool/quarantine``
+    with an error line, and the rest replays.
+    """
 
     def __init__(self, url: str, collector_id: str, spool_dir: Path, spool_max_bytes: int, *,
-                 condense: bool = True) -> None:
+                 condense: bool = True, spool_full: str = "pause", backoff_max_s: float = 60.0) -> None:
+        if spool_full not in SPOOL_FULL_POLICIES:
+            raise ValueError(f"spool_full must be one of {', '.join(SPOOL_FULL_POLICIES)}, not {spool_full!r}")
         self.url = url
         self.condense = condense  # False: the hours written are only marked (bulk loads condense once)
         self.collector_id = collector_id
         self.spool_dir = spool_dir
         self.spool_max_bytes = spool_max_bytes
+        self.spool_full = spool_full
+        self.backoff_max_s = backoff_max_s
         self.spool_dir.mkdir(parents=True, exist_ok=True)
         self._conn: psycopg.Connection | None = None
         self.durable_until_us = -1
         self.down_since: float | None = None
+        self._backoff_s = 0.0
+        self._next_try = 0.0  # time.monotonic() before which the database is not tried again
+        self.dropped_slices = 0  # drop-oldest: slices whose intervals were dropped
 
     # ---------------------------------------------------------------- public
 
-    def flush(self, sl: Slice) -> bool:
-        """Write (or spool) one slice. True when it reached the database."""
+    def flush(self, sl: Slice, *, wait: bool = True) -> bool:
+        """Write (or spool) one slice. True when it reached the database. With the pause
+        policy and a full spool this waits for the database (``wait=False``: raises
+        SpoolFull instead, e.g. while stopping)."""
         if sl.empty():
             return True
         if self._replay_spool():
             try:
                 self._write(sl)
                 return True
-            except psycopg.OperationalError as exc:
+            except DATABASE_AWAY as exc:
                 self._went_down(exc)
-        self._spool(sl)
+        try:
+            self._spool(sl)
+        except SpoolFull as exc:
+            if self.spool_full != "pause" or not wait:
+                raise
+            log.error("%s. Collection is paused until the database answers (policy "
+                      "MEASUREDB_COLLECTOR_SPOOL_FULL=pause)", str(exc).split(". Nothing")[0])
+            while True:
+                self.wait_for_database()
+                try:
+                    self._write(sl)
+                    log.warning("collection resumed")
+                    return True
+                except DATABASE_AWAY as again:
+                    self._went_down(again)
         return False
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def drain(self, timeout_s: float) -> bool:
+        """Replay the spool, waiting up to timeout_s for the database (with backoff).
+        True when nothing is left spooled."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._next_try = 0.0
+            if self._replay_spool():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, self._backoff_s))
+
+    def wait_for_database(self) -> None:
+        """Block until the database answers and the spool is replayed (backoff between tries)."""
+        while True:
+            self._next_try = 0.0
+            if self._replay_spool():
+                return
+            time.sleep(self._backoff_s)
 
     def spooled(self) -> list[Path]:
         return sorted(self.spool_dir.glob("*.slice"))
+
+    def spooled_bytes(self) -> int:
+        total = 0
+        for p in self.spooled():
+            try:
+                total += p.stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
 
     def close(self) -> None:
         if self._conn is not None:
@@ -400,27 +473,62 @@ class Writer:
     def _went_down(self, exc: Exception) -> None:
         if self.down_since is None:
             self.down_since = time.time()
-            log.warning("database unreachable, spooling copies to %s: %s", self.spool_dir, exc)
+            log.warning("database unreachable, spooling copies to %s: %s", self.spool_dir,
+                        str(exc).strip())
+        self._backoff_s = min(self.backoff_max_s, max(1.0, 2 * self._backoff_s))
+        self._next_try = time.monotonic() + self._backoff_s
         self.close()
 
     def _replay_spool(self) -> bool:
-        for path in self.spooled():
+        """Write the spooled slices in order; False while the database is away (not retried
+        before the backoff has passed)."""
+        if self.down_since is not None and time.monotonic() < self._next_try:
+            return False
+        spooled = self.spooled()
+        if self.down_since is not None and not spooled:
+            try:  # nothing to replay: is it back?
+                self._connection()
+            except DATABASE_AWAY as exc:
+                self._went_down(exc)
+                return False
+        for path in spooled:
             try:
                 with path.open("rb") as f:
                     sl = pickle.load(f)
+                if not isinstance(sl, Slice):
+                    raise TypeError(f"holds a {type(sl).__name__}, not a slice")
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - any unreadable file: quarantine, go on
+                self._quarantine(path, exc)
+                continue
+            try:
                 self._write(sl)
-            except psycopg.OperationalError as exc:
+            except DATABASE_AWAY as exc:
                 self._went_down(exc)
                 return False
             path.unlink()
         if self.down_since is not None:
-            log.warning("database reachable again; spool replayed")
+            log.warning("database reachable again after %.0f s; spool replayed",
+                        time.time() - self.down_since)
             self.down_since = None
+        self._backoff_s = 0.0
         return True
+
+    def _quarantine(self, path: Path, exc: Exception) -> None:
+        qdir = self.spool_dir / "quarantine"
+        qdir.mkdir(exist_ok=True)
+        target = qdir / path.name
+        os.replace(path, target)
+        log.error("spool file %s is unreadable (%s: %s); moved to %s, the rest of the spool "
+                  "replays. The intervals it held are missing from the database; keep the file "
+                  "to see what it was", path.name, type(exc).__name__, str(exc)[:200], target)
 
     def _spool(self, sl: Slice) -> None:
         data = pickle.dumps(sl, protocol=pickle.HIGHEST_PROTOCOL)
-        used = sum(p.stat().st_size for p in self.spooled())
+        used = self.spooled_bytes()
+        if used + len(data) > self.spool_max_bytes and self.spool_full == "drop-oldest":
+            used = self._drop_oldest(used + len(data) - self.spool_max_bytes)
         if used + len(data) > self.spool_max_bytes:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.down_since or time.time()))
             raise SpoolFull(
@@ -431,7 +539,9 @@ class Writer:
             )
         spooled = self.spooled()
         seq = int(spooled[-1].stem.split("-")[0]) + 1 if spooled else 0
-        final = self.spool_dir / f"{seq:012d}-{sl.until_us}.slice"
+        self._write_file(self.spool_dir / f"{seq:012d}-{sl.until_us}.slice", data)
+
+    def _write_file(self, final: Path, data: bytes) -> None:
         tmp = final.with_suffix(".tmp")
         with tmp.open("wb") as f:
             f.write(data)
@@ -443,6 +553,31 @@ class Writer:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def _drop_oldest(self, need: int) -> int:
+        """drop-oldest: strip the intervals and copies from the oldest spooled slices until
+        `need` bytes are free (entities, measurement events and the watermark stay, so the
+        slices after them replay consistently). Returns the bytes the spool now holds."""
+        freed = 0
+        for path in self.spooled():
+            if freed >= need:
+                break
+            with path.open("rb") as f:
+                sl = pickle.load(f)
+            if not (sl.runs or sl.extras):
+                continue
+            before = path.stat().st_size
+            n = sl.n_intervals + sl.n_extras
+            sl.runs, sl.extras, sl.n_runs, sl.n_intervals, sl.n_extras = [], [], 0, 0, 0
+            sl.from_min_us = sl.from_max_us = None
+            self._write_file(path, pickle.dumps(sl, protocol=pickle.HIGHEST_PROTOCOL))
+            freed += before - path.stat().st_size
+            self.dropped_slices += 1
+            log.error("SPOOL FULL (limit %d bytes, MEASUREDB_COLLECTOR_SPOOL_FULL=drop-oldest): "
+                      "DROPPED %d interval records and copies of spooled slice %s (up to %s); "
+                      "they will never reach the database", self.spool_max_bytes, n, path.name,
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sl.until_us / 1e6)))
+        return self.spooled_bytes()
 
     def _write(self, sl: Slice) -> None:
         if sl.until_us <= self.durable_until_us and not sl.control:
@@ -515,7 +650,10 @@ class Writer:
                     (state, at, None if usage is None else json.dumps(usage), mid),
                 )
             cur.execute(
-                "UPDATE _measure.collector_state SET durable_until = _measure.us_to_timestamptz(%s),"
+                # never backwards: a replayed slice (e.g. a measurement's "started" event
+                # spooled before an outage) may end before what is already stored
+                "UPDATE _measure.collector_state SET durable_until ="
+                " greatest(durable_until, _measure.us_to_timestamptz(%s)),"
                 " updated_at = now() WHERE collector_id = %s",
                 (sl.until_us, self.collector_id),
             )

@@ -89,6 +89,7 @@ def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
     output.wait_for("measuredb is running")
     out = ctrl_c(proc, output)
     assert "measuredb is running" in out and f"http://127.0.0.1:{port}/docs" in out
+    assert "collector INFO live collection began: node time" in out
     assert "measuredb stopped." in out
     pgdata = data / "pg"
     assert not (pgdata / "postmaster.pid").exists()        # the embedded server stopped

@@ -33,3 +33,56 @@ def test_backfill_of_an_unknown_node_is_one_line(fresh_database, monkeypatch, tm
     result = CliRunner().invoke(app, ["backfill", "--node", "nosuch", "--days", "1"])
     assert result.exit_code == 2
     assert result.output.startswith("measuredb: nosuch: no such node; shipped nodes: demo,")
+
+
+def test_backfill_that_ends_with_the_database_away_exits_3(monkeypatch, tmp_path) -> None:
+    """PostgreSQL stops during `measuredb backfill`: the run measures on into the spool, waits
+    MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS, then says what is left and exits 3; the next
+    run with the database back writes it all."""
+    import threading
+    import time
+
+    from collector.database import start_embedded
+    from tests.engine import TIMESCALEDB
+
+    server = start_embedded(tmp_path / "pg", dbname="measuredb", timescaledb=TIMESCALEDB)
+    url = server.url()
+    schema.apply(url, mode=MODE)
+    for name, value in {"DATABASE_URL": url, "MEASUREDB_DATA_DIR": str(tmp_path),
+                        "MEASUREDB_COLLECTOR_STEP_SECONDS": "300", "MEASUREDB_COLLECTOR_INTERVAL_SECONDS": "300",
+                        "MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS": "1"}.items():
+        monkeypatch.setenv(name, value)
+
+    def stop_midway() -> None:
+        while True:
+            with psycopg.connect(url) as c:
+                row = c.execute("SELECT durable_until - epoch_at FROM _measure.collector_state").fetchone()
+            if row is not None and row[0] is not None and row[0].total_seconds() >= 4 * 3600:
+                server.stop()
+                return
+            time.sleep(0.05)
+
+    stopper = threading.Thread(target=stop_midway)
+    stopper.start()
+    try:
+        result = CliRunner().invoke(app, ["backfill", "--node", "demo", "--days", "1", "--seed", "3"])
+        stopper.join()
+        assert result.exit_code == 3, result.output
+        assert "the database did not answer within 1 s:" in result.output
+        assert "still in the spool" in result.output and "Nothing is lost" in result.output
+        spooled = list((tmp_path / "spool").glob("*.slice"))
+        assert spooled
+        server = start_embedded(tmp_path / "pg", dbname="measuredb", timescaledb=TIMESCALEDB)
+        monkeypatch.setenv("DATABASE_URL", server.url())
+        result = CliRunner().invoke(app, ["backfill", "--node", "demo", "--days", "1", "--seed", "3"])
+        assert result.exit_code == 0, result.output
+        assert list((tmp_path / "spool").glob("*.slice")) == []
+        with psycopg.connect(server.url()) as c:
+            hours = c.execute("SELECT count(DISTINCT hour_at) FROM measure.cpu_hour").fetchone()[0]
+            gaps = c.execute(
+                "SELECT count(*) FROM (SELECT hour_at - lag(hour_at) OVER (ORDER BY hour_at) AS d"
+                " FROM (SELECT DISTINCT hour_at FROM measure.cpu_hour) h) x WHERE d > interval '1 hour'"
+            ).fetchone()[0]
+        assert hours >= 24 and gaps == 0
+    finally:
+        server.stop()

@@ -11,7 +11,7 @@ import pytest
 from collector import schema
 from collector.config import CollectorSettings
 from collector.database import start_embedded
-from collector.service import Collector
+from collector.service import Collector, SpooledDataLeft
 from tests.engine import MODE, TIMESCALEDB
 
 MINUTE = 60_000_000
@@ -45,12 +45,17 @@ def run(url: str, tmp: Path, until_min: int) -> Collector:
     return c
 
 
-@pytest.fixture(scope="module")
-def reference(fresh_database, tmp_path_factory) -> tuple:
+def reference_run(fresh_database, tmp_path_factory) -> tuple:
+    """The uninterrupted 30 minutes every fault test is compared with."""
     url = fresh_database("_svc_ref")
     schema.apply(url, mode=MODE)
     run(url, tmp_path_factory.mktemp("ref"), 30).close()
     return snapshot(url)
+
+
+@pytest.fixture(scope="module")
+def reference(fresh_database, tmp_path_factory) -> tuple:
+    return reference_run(fresh_database, tmp_path_factory)
 
 
 def test_reference_run_has_every_kind_of_record(reference) -> None:
@@ -100,9 +105,12 @@ def test_database_outage_is_spooled_and_replayed(reference, tmp_path: Path) -> N
         server.stop()                                      # PostgreSQL goes away …
         c.backfill(EPOCH + 20 * MINUTE, chunk_us=5 * MINUTE)
         assert len(c.writer.spooled()) == 2                # … the collector keeps measuring
+        with pytest.raises(SpooledDataLeft, match=r"did not answer within 0 s: 2 slices .* still in the spool"):
+            c.finish_backfill(0)                           # `measuredb backfill` exits 3 with this
         server = start_embedded(tmp_path / "outage", dbname="measuredb", timescaledb=TIMESCALEDB)
-        c.writer.url = url = server.url()
+        c.url = c.writer.url = url = server.url()
         c.backfill(EPOCH + 30 * MINUTE, chunk_us=5 * MINUTE)
+        c.finish_backfill(30)                              # waits out the backoff, replays in order
         assert c.writer.spooled() == []
         c.close()
         assert snapshot(url) == reference

@@ -110,9 +110,11 @@ def test_outage_spools_and_replays_in_order(target: str, tmp_path: Path) -> None
     assert not writer.flush(sls[1])
     assert not writer.flush(sls[2])
     assert [p.name.split("-")[0] for p in writer.spooled()] == ["000000000000", "000000000001"]
-    writer.url = target                                        # … and comes back
-    assert writer.flush(sls[3])
-    assert writer.spooled() == []
+    writer.url = target                                        # … and comes back,
+    assert not writer.flush(sls[3])                            # tried again only after the backoff
+    assert len(writer.spooled()) == 3
+    assert writer.drain(timeout_s=10)                          # the backoff passes: replayed in order
+    assert writer.spooled() == [] and not writer.down
     assert writer.flush(sls[4])
     assert counts(target) == (4 * 6, 4 * 5)
     with psycopg.connect(target) as c:
@@ -120,12 +122,104 @@ def test_outage_spools_and_replays_in_order(target: str, tmp_path: Path) -> None
     assert [t // SECOND for (t,) in tos] == [10, 20, 30, 40, 50]
 
 
-def test_full_spool_stops_with_a_clear_error(target: str, tmp_path: Path) -> None:
+AWAY = "postgresql://nobody@127.0.0.1:1/measuredb"
+
+
+def watermark(url: str) -> int:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
+                         " WHERE collector_id = 'sink'").fetchone()[0]
+
+
+def test_reconnecting_backs_off_while_the_database_is_away(target: str, tmp_path: Path) -> None:
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
+    writer.url = AWAY
+    tried = []
+    real_connect = psycopg.connect
+    psycopg.connect = lambda *a, **k: (tried.append(1), real_connect(*a, **k))[1]
+    try:
+        for sl in slices(mon, pipe, 50):
+            assert not writer.flush(sl)
+    finally:
+        psycopg.connect = real_connect
+    assert len(writer.spooled()) == 5
+    assert len(tried) == 1                       # five slices, one attempt: the next after 1 s
+    assert writer._backoff_s == 1.0
+    for expected in (2.0, 4.0, 8.0):             # then 2, 4, 8 … s, capped at backoff_max_s
+        writer._next_try = 0.0
+        assert not writer.drain(timeout_s=0)
+        assert writer._backoff_s == expected
+
+
+def test_full_spool_raises_when_it_may_not_wait(target: str, tmp_path: Path) -> None:
     node, mon, pipe, writer = run(target, tmp_path / "spool", max_bytes=1)
-    writer.url = "postgresql://nobody@127.0.0.1:1/measuredb"
+    writer.url = AWAY
     sls = slices(mon, pipe, 10)
     with pytest.raises(SpoolFull, match=r"spool folder .* is full .*Nothing was dropped"):
-        writer.flush(sls[0])
+        writer.flush(sls[0], wait=False)
+
+
+def test_full_spool_pauses_until_the_database_answers(target: str, tmp_path: Path, caplog) -> None:
+    import threading
+
+    node, mon, pipe, writer = run(target, tmp_path / "spool", max_bytes=1)
+    writer.url = AWAY
+    sls = slices(mon, pipe, 30)
+    threading.Timer(1.5, lambda: setattr(writer, "url", target)).start()   # back in 1.5 s
+    for sl in sls:
+        assert writer.flush(sl)                  # the first one waits, nothing is dropped
+    assert "Collection is paused" in caplog.text and "collection resumed" in caplog.text
+    assert counts(target) == (4 * 4, 4 * 3)
+    assert writer.spooled() == []
+
+
+def test_drop_oldest_keeps_the_newest_and_says_so_loudly(target: str, tmp_path: Path, caplog) -> None:
+    node, mon, pipe, _ = run(target, tmp_path / "spool")
+    writer = Writer(AWAY, "sink", tmp_path / "spool", 1, spool_full="drop-oldest")
+    sls = slices(mon, pipe, 40)
+    size = len(__import__("pickle").dumps(sls[1], protocol=5))
+    writer.spool_max_bytes = 2 * size + 2000     # room for about two slices of intervals
+    for sl in sls:
+        assert not writer.flush(sl)
+    assert writer.dropped_slices == 2 and caplog.text.count("DROPPED") == 2
+    writer.url = target
+    assert writer.drain(timeout_s=10)
+    with psycopg.connect(target) as c:
+        tos = c.execute("SELECT DISTINCT _measure.timestamptz_to_us(to_at) - %s"
+                        " FROM _measure.interval_record ORDER BY 1", (T0,)).fetchall()
+        entities = c.execute("SELECT count(*) FROM _measure.entity").fetchone()[0]
+    assert [t // SECOND for (t,) in tos] == [30, 40]   # the intervals ending at 10 and 20 s were dropped
+    assert entities == sum(len(sl.entities) for sl in sls) == 4   # their entities were kept
+    assert watermark(target) == T0 + 40 * SECOND
+
+
+def test_a_corrupt_spool_file_is_quarantined_and_the_rest_replays(target: str, tmp_path: Path, caplog) -> None:
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
+    writer.url = AWAY
+    sls = slices(mon, pipe, 30)
+    for sl in sls:
+        writer.flush(sl)
+    bad = writer.spooled()[1]
+    bad.write_bytes(b"\x80\x05 this is not a pickled slice")
+    writer.url = target
+    assert writer.drain(timeout_s=10)
+    assert (writer.spool_dir / "quarantine" / bad.name).exists()
+    assert f"spool file {bad.name} is unreadable" in caplog.text
+    assert counts(target) == (4 + 4 + 4, 4 + 4)  # slices 1 (start + interval copies) and 3 only
+
+
+def test_the_watermark_never_goes_backwards(target: str, tmp_path: Path) -> None:
+    """A replayed slice that ends before what is stored (a measurement's "started" event
+    spooled before an outage, replayed after a restart) does not move the watermark back."""
+    from collector.sink import Slice
+
+    node, mon, pipe, writer = run(target, tmp_path)
+    for sl in slices(mon, pipe, 30):
+        writer.flush(sl)
+    assert watermark(target) == T0 + 30 * SECOND
+    writer.flush(Slice(until_us=T0 + 10 * SECOND, control=[("started", 1, T0, None)]))
+    assert watermark(target) == T0 + 30 * SECOND
+    assert writer.durable_until_us == T0 + 30 * SECOND
 
 
 def test_each_slice_condenses_its_hours_into_the_tiers(target: str, tmp_path: Path) -> None:
