@@ -3,7 +3,7 @@
     measuredb run                 the whole platform (PostgreSQL, schema, collector, API)
     measuredb schema apply|status
     measuredb collector           the collector alone (simulated node + MEASURE)
-    measuredb backfill --node N --days D [--seed S]   history, as fast as it simulates
+    measuredb backfill --node N --days D [--seed S] [--start T | --end T]   history, as fast as it simulates
                                   (exit 3: the database did not take all of it; see the message)
     measuredb api                 the REST API alone
     measuredb health [--collector]
@@ -185,9 +185,19 @@ def backfill(
     node: Annotated[str, typer.Option(help="shipped node (demo, et1-txp, rds-txp, rds-vlx, ref16) or a node file")] = "demo",
     days: Annotated[int, typer.Option(min=1, max=3660, help="days of history to simulate")] = 7,
     seed: Annotated[int, typer.Option(min=0, help="same seed, same counters")] = 1986,
+    start: Annotated[str | None, typer.Option(
+        help="first moment simulated, e.g. 2026-03-01 or 2026-03-01T08:00 (the node's local "
+             "time unless it carries an offset); default: DAYS before now")] = None,
+    end: Annotated[str | None, typer.Option(
+        help="end of the window instead (not after now); the window is DAYS long")] = None,
 ) -> None:
     """Fill the database with DAYS of history of NODE under a default measurement of every
     entity (1-minute interval), as fast as the simulation runs, with a progress bar.
+
+    With --start or --end the window is fixed: the same node, seed and window store the same
+    data in any database (results can be compared across databases and runs). Without them
+    the window ends now. A database that already holds the node continues its history: its
+    first moment stays, and --start must name it.
 
     A database outage during the run is waited out (copies spool and replay); if the
     database is still away MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS after the end, the
@@ -203,15 +213,28 @@ def backfill(
     )
 
     settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
+    if start is not None and end is not None:
+        raise UserError("give --start or --end, not both (the window is --days long)")
     url, server = _database(settings, apply_schema=True)
     c = None
     try:
         c = Collector(settings, url)
-        c.register()
+        window = _backfill_window(start, end, days, c.topology.time_zone, settings)
+        c.register(epoch_us=window[0] if window else None)
+        if window and c.state.epoch_us != window[0]:
+            raise UserError(
+                f"the database already holds {c.topology.system_name} simulated from "
+                f"{to_ts(c.state.epoch_us).isoformat()}; a backfill continues that history: use "
+                f"--start {to_ts(c.state.epoch_us).isoformat()} (or no --start), or another database")
         c.build()
         started = time.monotonic()
         t = now_us()
-        c.backfill(t - t % c.node.step_us, progress="bar" if settings.progress == "auto" else settings.progress)
+        until = window[1] if window else t - t % c.node.step_us   # on the grid
+        if c.node.now_us >= until:
+            out.print(f"{c.topology.system_name}: nothing to do, copies are stored up to "
+                      f"{to_ts(c.node.now_us).isoformat(timespec='seconds')}")
+            return
+        c.backfill(until, progress="bar" if settings.progress == "auto" else settings.progress)
         c.finish_backfill(settings.outage_wait_seconds)
         c.checkpoint()
         c.condense_months()
@@ -230,6 +253,37 @@ def backfill(
             c.close()
         if server:
             server.stop()
+
+
+def _backfill_window(start: str | None, end: str | None, days: int, time_zone: str,
+                     settings: CollectorSettings) -> tuple[int, int] | None:
+    """(first, end) in µs of a fixed backfill window, or None (the window ends now)."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from collector.service import SECOND, now_us
+
+    if start is None and end is None:
+        return None
+    option, text = ("--start", start) if start is not None else ("--end", end)
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserError(f"{option} {text!r} is not a date or time: write 2026-03-01 or "
+                        "2026-03-01T08:00 (local to the node) or 2026-03-01T08:00+00:00") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=ZoneInfo(time_zone))
+    grid = max(settings.step_seconds, settings.interval_seconds)
+    first = at if start is not None else at - timedelta(days=days)
+    us = int(first.timestamp()) * SECOND + first.microsecond
+    if us % (grid * SECOND):
+        raise UserError(f"{option} {text} is not on the node's {grid} s grid "
+                        "(MEASUREDB_COLLECTOR_STEP_SECONDS / _INTERVAL_SECONDS): choose a whole minute")
+    last = us + days * 86_400 * SECOND
+    if last > now_us():
+        raise UserError(f"the window {first.isoformat()} + {days} days ends in the future; "
+                        "a backfill simulates the past (choose an earlier --start or --end)")
+    return us, last
 
 
 @app.command()

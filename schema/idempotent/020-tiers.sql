@@ -282,7 +282,9 @@ SELECT s.system_name, h.cpu, h.hour_at,
        measure.per_second(h.dispatches, h.elapsed_us) AS dispatches_per_second,
        measure.per_second(h.disc_ios, h.elapsed_us) AS disc_ios_per_second,
        h.transactions, h.response_us / nullif(h.transactions, 0) / 1e6 AS response_seconds_avg,
-       s.os_version, e.ids->>'cpu_type' AS cpu_type, h.system_id, h.entity_id
+       s.os_version, e.ids->>'cpu_type' AS cpu_type, h.system_id, h.entity_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       h.mqlen_min, h.swap_min, h.ibusy_min, h.sbusy_min, h.first_from_at, h.last_to_at
   FROM _measure.cpu_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id);
@@ -326,7 +328,11 @@ SELECT s.system_name, e.ids->>'device_name' AS volume, h.hour_at,
        sum(h.cache_hits) / nullif(sum(h.cache_hits) + sum(h.cache_misses), 0) AS cache_hit_ratio,
        measure.per_second(sum(h.input_bytes) + sum(h.output_bytes), max(h.elapsed_us))
            AS bytes_per_second,
-       sum(h.block_splits) AS block_splits, h.system_id
+       sum(h.block_splits) AS block_splits, h.system_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       sum(h.seek_busy_max) AS seek_busy_max, sum(h.seek_busy_min) AS seek_busy_min,
+       sum(h.write_busy_min) AS write_busy_min, min(h.first_from_at) AS first_from_at,
+       max(h.last_to_at) AS last_to_at
   FROM _measure.disc_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id)
@@ -349,7 +355,9 @@ SELECT s.system_name, e.ids->>'device_name' AS line, h.cpu, h.hour_at,
        measure.per_second(h.input_bytes + h.output_bytes, h.elapsed_us) AS bytes_per_second,
        measure.per_second(h.transactions, h.elapsed_us) AS transactions_per_second,
        h.response_us / nullif(h.transactions, 0) / 1e6 AS response_seconds_avg,
-       h.system_id, h.entity_id
+       h.system_id, h.entity_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       h.read_busy_min, h.write_busy_min, h.first_from_at, h.last_to_at
   FROM _measure.line_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id);
@@ -369,7 +377,9 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
        measure.per_second(h.vsems, h.elapsed_us) AS vsem_avg, h.vsem_max,
        h.ready_us / nullif(h.busy_us, 0) AS ready_busy_ratio,
        h.busy_us / 1e6 AS cpu_seconds, h.messages_sent, h.messages_received,
-       h.dispatches, h.page_faults, h.system_id, h.entity_id
+       h.dispatches, h.page_faults, h.system_id, h.entity_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       h.vsem_min, h.first_from_at, h.last_to_at
   FROM _measure.process_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id);
@@ -391,7 +401,9 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
        h.elapsed_us / 3.6e9 AS coverage_ratio,
        measure.rate(t.kind, h.value_sum, h.elapsed_us) AS value_avg,
        h.value_max * t.factor AS value_max, h.value_min * t.factor AS value_min,
-       h.value_sum, h.system_id, h.entity_id
+       h.value_sum, h.system_id, h.entity_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       h.first_from_at, h.last_to_at
   FROM _measure.userdef_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id)
@@ -415,7 +427,9 @@ SELECT s.system_name, h.cpu, h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS 
        h.elapsed_us / 3.6e9 AS coverage_ratio,
        measure.per_second(h.home_trans, h.elapsed_us) AS trans_avg, h.trans_max,
        h.home_trans_us / nullif(h.home_trans, 0) / 1e6 AS lifetime_seconds_avg,
-       h.home_trans, h.remote_trans, h.aborting_trans, h.system_id, h.entity_id
+       h.home_trans, h.remote_trans, h.aborting_trans, h.system_id, h.entity_id,
+       -- appended (a view keeps its column order): every stored statistic, minima included
+       h.trans_min, h.first_from_at, h.last_to_at
   FROM _measure.tmf_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id);

@@ -86,3 +86,55 @@ def test_backfill_that_ends_with_the_database_away_exits_3(monkeypatch, tmp_path
         assert hours >= 24 and gaps == 0
     finally:
         server.stop()
+
+
+def _backfill_into(url: str, monkeypatch, tmp_path, *args: str):
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("MEASUREDB_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MEASUREDB_COLLECTOR_STEP_SECONDS", "300")
+    monkeypatch.setenv("MEASUREDB_COLLECTOR_INTERVAL_SECONDS", "300")
+    return CliRunner().invoke(app, ["backfill", "--node", "demo", "--seed", "5", *args])
+
+
+def test_a_fixed_window_stores_the_same_data_in_any_database(fresh_database, monkeypatch, tmp_path) -> None:
+    """--start fixes the window: the same node, seed and window give the same stored data,
+    tiers and reports in two databases (a run without --start ends at "now" and cannot)."""
+    from datetime import date, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from tests.snapshot import differences, snapshot
+
+    snaps = []
+    ams = ZoneInfo("Europe/Amsterdam")               # the demo node's time zone: --start is its local time
+    day = date.today() - timedelta(days=10)          # inside the 35-day raw horizon
+    midnight = datetime(day.year, day.month, day.day, tzinfo=ams)
+    for i in range(2):
+        url = fresh_database(f"_window{i}")
+        result = _backfill_into(url, monkeypatch, tmp_path / str(i), "--days", "1", "--start", day.isoformat())
+        assert result.exit_code == 0, result.output
+        assert "\\DEMO: 1.0 days simulated" in result.output
+        with psycopg.connect(url) as c:
+            first, last = c.execute("SELECT min(from_at), max(to_at) FROM measure.interval_record").fetchone()
+            assert (first, last) == (midnight, midnight + timedelta(days=1))
+            snaps.append(snapshot(c, "\\DEMO", [day], [(midnight, midnight + timedelta(days=1))]))
+    assert len(snaps[0]["interval_record"]) > 1000 and snaps[0]["cpu_hour"]
+    assert differences(snaps[0], snaps[1]) == []
+
+
+def test_backfill_window_errors_name_the_option(fresh_database, monkeypatch, tmp_path) -> None:
+    url = fresh_database("_window_bad")
+    cases = [
+        (("--start", "2026-03-07", "--end", "2026-03-08"), "give --start or --end, not both"),
+        (("--start", "yesterday"), "--start 'yesterday' is not a date or time: write 2026-03-01"),
+        (("--start", "2026-03-07T08:02"), "--start 2026-03-07T08:02 is not on the node's 300 s grid"),
+        (("--end", "2999-01-01"), "ends in the future; a backfill simulates the past"),
+    ]
+    for args, message in cases:
+        result = _backfill_into(url, monkeypatch, tmp_path, "--days", "1", *args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+    assert _backfill_into(url, monkeypatch, tmp_path, "--days", "1", "--end", "2026-03-02").exit_code == 0
+    result = _backfill_into(url, monkeypatch, tmp_path, "--days", "1", "--start", "2026-03-05")
+    assert result.exit_code == 2
+    assert "already holds \\DEMO simulated from 2026-02-28T23:00:00+00:00; a backfill continues" in result.output
+    result = _backfill_into(url, monkeypatch, tmp_path, "--days", "1", "--start", "2026-03-01")
+    assert result.exit_code == 0 and "nothing to do, copies are stored up to 2026-03-01T23:00:00+00:00" in result.output

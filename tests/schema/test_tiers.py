@@ -312,3 +312,33 @@ def test_thresholds_default_to_figure_9(db, conn) -> None:
                       "WHERE system_name = %s AND entity = 'cpu' ORDER BY item", data.SYSTEM) == [
         ("busy_delt", ">", 20), ("busy_max", ">", 70), ("ibusy_max", ">", 25),
         ("qlen_delt", ">", 1), ("qlen_max", ">", 2), ("swap_max", ">", 2)]
+
+
+def test_every_stored_statistic_is_in_the_public_views(conn) -> None:
+    """Each minimum and maximum an hour row stores (and the measured span) can be read from
+    the public hour view, and the shift, month and year views carry the same extremes."""
+    def columns(rel: str) -> list[str]:
+        return [r[0] for r in rows(conn, "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass"
+                                         " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", rel)]
+
+    missing = {}
+    for ent in ("cpu", "disc", "line", "process", "userdef", "tmf"):
+        stored = [c for c in columns(f"_measure.{ent}_hour") if c.endswith(("_min", "_max"))]
+        assert stored, ent
+        for tier in ("hour", "shift", "month", "year"):
+            want = stored + (["first_from_at", "last_to_at"] if tier == "hour" else [])
+            gone = [c for c in want if c not in columns(f"measure.{ent}_{tier}")]
+            if gone:
+                missing[f"measure.{ent}_{tier}"] = gone
+    assert missing == {}
+
+
+def test_hour_view_minima(db, conn) -> None:
+    got = rows(conn, "SELECT cpu, to_char(local_hour, 'MM-DD HH24:MI'), qlen_min, mqlen_min, swap_min,"
+                     " ibusy_min, sbusy_min, busy_min FROM measure.cpu_hour WHERE system_name = %s"
+                     " ORDER BY cpu, hour_at LIMIT 2", data.SYSTEM)
+    stored = rows(conn, "SELECT h.cpu, to_char(h.hour_at AT TIME ZONE 'America/Los_Angeles', 'MM-DD HH24:MI'),"
+                        " qlen_min, mqlen_min, swap_min, ibusy_min, sbusy_min, busy_min FROM _measure.cpu_hour h"
+                        " ORDER BY h.cpu, h.hour_at LIMIT 2")
+    assert got == stored
+    assert [g[:3] + (g[7],) for g in got] == [(0, "03-09 23:00", 1, 50), (0, "03-10 00:00", D("0.2"), 20)]
