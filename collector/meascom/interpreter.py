@@ -11,6 +11,13 @@ Rules a MEASCOM user should know (measure-reference §5):
   transaction: a command that fails (a measurement name already live, an unknown
   measurement …) undoes the whole text — database rows, session state and OUT files alike —
   and raises :class:`MeascomError` naming file, line, column and what was wrong.
+* Errors of the input itself (MeascomError ``bad_input``; `meascom` exits 2): text that is
+  not MEASCOM, not UTF-8 or holds NUL (positioned in its file), an OBEY file that cannot be
+  found or read (found before anything runs); an OUT name that cannot be a file (at its OUT
+  command or ``/OUT/`` option); an OUT file that cannot be written (OUT output is written
+  when all commands ran, still inside the transaction; position: the command whose output
+  it was). Either way nothing of the text changes, as for a refusal by MEASURE semantics
+  (the other MeascomErrors; exit 1).
 * The CONTAB built by ADD / DELETE / ADD COUNTER belongs to the session and is uncommitted
   until START MEASUREMENT stores it (it stays in the session for the next START).
 * Times are the system's local civil time (its ``time_zone``). START: FROM omitted = now;
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -44,7 +52,7 @@ from psycopg.types.json import Jsonb
 
 from collector.catalog import load_catalog
 from collector.meascom import ast
-from collector.meascom.parser import MeascomSyntaxError, parse_command, tokenize
+from collector.meascom.parser import MeascomSyntaxError, parse_command, printable, tokenize
 from collector.measure.contab import (
     Contab,
     ContabBuilder,
@@ -56,6 +64,7 @@ from collector.measure.contab import (
 __all__ = ["HELP", "MAX_OBEY_DEPTH", "MeascomError", "ReportSettings", "Session", "render_config"]
 
 MAX_OBEY_DEPTH = 8
+MAX_OBEY_BYTES = 16 * 1024 * 1024  # a larger "OBEY file" is not one (or is /dev/zero)
 DEFAULT_SUBVOL = "$SYSTEM.SYSTEM"
 HEARTBEAT_FRESH_S = 60.0
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9]{0,7}")
@@ -64,25 +73,74 @@ _CONFIG_COMMANDS = (ast.AddEntity, ast.DeleteEntity, ast.AddCounter, ast.DeleteC
 
 class MeascomError(Exception):
     """A MEASCOM command was refused: where (file, 1-based line and column), the offending
-    word, what would have been accepted, and why. ``syntax`` is True for parse errors."""
+    word, what would have been accepted, and why.
+
+    ``syntax`` is True for parse errors (text that is not MEASCOM, or not text at all: NUL
+    characters, bytes that are not UTF-8). ``bad_input`` is True for every error of the input
+    itself, found before anything ran: syntax errors, and OBEY/OUT files that cannot be read,
+    found or written (`meascom` exits 2 for these); False for a command refused by MEASURE
+    semantics (a measurement already live, an unknown measurement …; exit 1)."""
 
     def __init__(self, message: str, line: int = 0, column: int = 0, *, word: str = "",
                  expected: list[str] | tuple[str, ...] = (), file: str | None = None,
-                 syntax: bool = False):
+                 syntax: bool = False, bad_input: bool = False):
         self.message, self.line, self.column = message, line, column
         self.word, self.expected, self.file, self.syntax = word, list(expected), file, syntax
+        self.bad_input = bad_input or syntax
         super().__init__(str(self))
 
     def __str__(self) -> str:
         where = f"line {self.line}, column {self.column}" if self.line else ""
-        if self.file:
-            where = f"{self.file}, {where}" if where else self.file
+        if self.file:  # "day.obey: line 3, column 9: …", as `meascom --api` prints it
+            where = f"{printable(self.file)}: {where}" if where else printable(self.file)
         return f"{where}: {self.message}" if where else self.message
 
     @classmethod
     def from_syntax(cls, exc: MeascomSyntaxError, file: str | None) -> MeascomError:
         return cls(exc.message, exc.line, exc.column, word=exc.word, expected=exc.expected,
                    file=file, syntax=True)
+
+
+def _short(name: str, limit: int = 60) -> str:
+    """A file name as quoted in a message (a 300-character name is cut)."""
+    return repr(name if len(name) <= limit else name[:limit] + "…")
+
+
+def file_error_reason(exc: BaseException) -> str:
+    """What the file system said, without the file name (the message names it already)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _position(text: str) -> tuple[int, int]:
+    """1-based line and column just after ``text`` (lines split as the tokenizer does)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def read_obey_file(path: Path, name: str) -> str:
+    """The text of an OBEY file. Raises OSError/ValueError when it cannot be opened or read
+    (the caller says where it was named), MeascomError (``syntax``, positioned in the file
+    ``name``) when it is not UTF-8 text, holds a NUL character or is too large."""
+    with path.open("rb") as f:
+        data = f.read(MAX_OBEY_BYTES + 1)
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte order mark (Windows editors) is no text
+    if len(data) > MAX_OBEY_BYTES:
+        raise MeascomError(f"larger than {MAX_OBEY_BYTES // (1024 * 1024)} MiB: not an OBEY file",
+                           file=name, syntax=True)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _position(data[:exc.start].decode("utf-8"))
+        raise MeascomError(f"not UTF-8 text: byte 0x{data[exc.start]:02X} (is this a binary "
+                           "file?)", line, column, file=name, syntax=True) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        line, column = _position(text[:nul])
+        raise MeascomError("NUL character: an OBEY file is text (is this a binary file?)",
+                           line, column, file=name, syntax=True)
+    return text
 
 
 # ------------------------------------------------------------------------------ help
@@ -214,7 +272,8 @@ class Session:
         self.answer_timeout = answer_timeout
         self.catalog = load_catalog()
         self.state = _State()
-        self._pending_files: list[tuple[Path, str]] = []
+        self._pending_files: list[tuple[Path, str, str, _Item]] = []  # path, name, text, by
+        self._item: _Item | None = None  # the command running
         self.system_id, self.system_name, self.tz = self._find_system(system)
 
     # -- life cycle --------------------------------------------------------------------
@@ -279,14 +338,16 @@ class Session:
 
     def run_file(self, path: str | Path) -> str:
         """``OBEY path`` as a top-level command: the file's commands (never abbreviated)."""
-        p = Path(path)
-        if not p.is_absolute():
-            p = self.cwd / p
+        name = str(path)
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MeascomError(f"cannot read OBEY file {str(path)!r}: {exc}") from None
-        return self.execute(text, file=str(path), interactive=False)
+            p = Path(path)
+            if not p.is_absolute():
+                p = self.cwd / p
+            text = read_obey_file(p, name)
+        except (OSError, ValueError) as exc:  # not found, a directory, name too long, NUL …
+            raise MeascomError(f"cannot read OBEY file: {file_error_reason(exc)}", file=name,
+                               bad_input=True) from None
+        return self.execute(text, file=name, interactive=False)
 
     def execute(self, text: str, *, file: str | None = None,
                 interactive: bool | None = None) -> str:
@@ -304,13 +365,18 @@ class Session:
                 for item in items:
                     if self.state.exited:
                         break
+                    self._item = item
                     try:
                         text_out = self._run(item)
+                        if text_out and self.state.out and not isinstance(item.cmd, ast.Out):
+                            self._queue_out(self.state.out, text_out)
+                            text_out = ""
                     except MeascomError as exc:
                         if not exc.line:
                             exc = MeascomError(exc.message, item.cmd.line, item.cmd.column,
                                                word=exc.word, expected=exc.expected,
-                                               file=item.file)
+                                               file=item.file, syntax=exc.syntax,
+                                               bad_input=exc.bad_input)
                         elif exc.file is None:
                             exc.file = item.file
                         raise exc from None
@@ -320,20 +386,60 @@ class Session:
                         raise MeascomError(f"database: {msg}", item.cmd.line, item.cmd.column,
                                            file=item.file) from None
                     if text_out:
-                        if self.state.out and not isinstance(item.cmd, ast.Out):
-                            self._pending_files.append((self._out_path(self.state.out),
-                                                        text_out + "\n"))
-                        else:
-                            out.append(text_out)
+                        out.append(text_out)
+                self._item = None
+                self._write_out_files()  # a file that cannot be written undoes the text
         except BaseException:
             self.state = saved
-            self._pending_files = []
             raise
-        for path, chunk in self._pending_files:
-            with path.open("a", encoding="utf-8") as f:
-                f.write(chunk)
-        self._pending_files = []
+        finally:
+            self._pending_files = []
+            self._item = None
         return "\n".join(out)
+
+    def _queue_out(self, name: str, text: str) -> None:
+        """Output of the running command for the OUT file ``name``, written once all ran."""
+        assert self._item is not None
+        self._pending_files.append((self._out_path(name), name, text + "\n", self._item))
+
+    def _write_out_files(self) -> None:
+        """Append the queued output to its files. Any file-system error is a MeascomError at
+        the command whose output it was, and the files are as before: those this call created
+        are removed, the others cut back to their old length."""
+        handles: dict[Path, tuple[Any, str, _Item]] = {}
+        undo: list[tuple[Path, int | None]] = []  # (file, old size; None: created here)
+        name, item = "", None
+        try:
+            for path, name, chunk, item in self._pending_files:
+                if path not in handles:
+                    try:
+                        size: int | None = path.stat().st_size
+                    except FileNotFoundError:
+                        size = None
+                    handles[path] = (path.open("a", encoding="utf-8"), name, item)
+                    undo.append((path, size))
+                handles[path][0].write(chunk)
+            for path, (f, name, item) in list(handles.items()):
+                del handles[path]
+                f.close()  # flushes: a full disc shows here
+        except (OSError, ValueError) as exc:
+            for f, _, _ in handles.values():
+                try:
+                    f.close()
+                except (OSError, ValueError):
+                    pass
+            for path, size in undo:
+                try:
+                    if size is None:
+                        path.unlink()
+                    else:
+                        os.truncate(path, size)
+                except OSError:
+                    pass
+            assert item is not None
+            raise MeascomError(f"cannot write OUT file {_short(name)}: {file_error_reason(exc)}",
+                               item.cmd.line, item.cmd.column, word=name, file=item.file,
+                               bad_input=True) from None
 
     def _load(self, text: str, file: str | None, depth: int, interactive: bool) -> list[_Item]:
         lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -352,40 +458,68 @@ class Session:
                 if depth + 1 > MAX_OBEY_DEPTH:
                     raise MeascomError(f"OBEY files nest at most {MAX_OBEY_DEPTH} deep "
                                        "(does an OBEY file call itself?)", cmd.line, cmd.column,
-                                       word=cmd.file, file=file)
+                                       word=cmd.file, file=file, bad_input=True)
                 path = self._obey_path(cmd, file)
                 try:
-                    sub = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise MeascomError(f"cannot read OBEY file {cmd.file!r}: {exc}", cmd.line,
-                                       cmd.column, word=cmd.file, file=file) from None
+                    sub = read_obey_file(path, cmd.file)
+                except (OSError, ValueError) as exc:
+                    raise MeascomError(f"cannot read OBEY file {_short(cmd.file)}: "
+                                       f"{file_error_reason(exc)}", cmd.line, cmd.column,
+                                       word=cmd.file, file=file, bad_input=True) from None
                 items.extend(self._load(sub, cmd.file, depth + 1, False))
             else:
                 items.append(_Item(cmd, source, file))
         return items
 
     def _obey_path(self, cmd: ast.Obey, file: str | None) -> Path:
-        p = Path(cmd.file)
-        if not p.is_absolute():
-            p = self.cwd / p
-        if p.exists():
-            return p
-        parent = p.parent
-        if parent.is_dir():  # Guardian names are case-insensitive
-            for cand in parent.iterdir():
-                if cand.name.upper() == p.name.upper():
-                    return cand
-        raise MeascomError(f"OBEY file {cmd.file!r} not found (looked in {parent})",
-                           cmd.line, cmd.column, word=cmd.file, file=file)
+        try:
+            p = self._existing(cmd.file)
+        except (OSError, ValueError) as exc:
+            raise MeascomError(f"cannot read OBEY file {_short(cmd.file)}: "
+                               f"{file_error_reason(exc)}", cmd.line, cmd.column,
+                               word=cmd.file, file=file, bad_input=True) from None
+        if p is None:
+            raise MeascomError(f"OBEY file {_short(cmd.file)} not found (looked in "
+                               f"{_short(str(self._path(cmd.file).parent), 200)})",
+                               cmd.line, cmd.column, word=cmd.file, file=file, bad_input=True)
+        return p
 
-    def _out_path(self, name: str) -> Path:
+    def _path(self, name: str) -> Path:
         p = Path(name)
-        if not p.is_absolute():
-            p = self.cwd / p
-        if not p.exists() and p.parent.is_dir():
+        return p if p.is_absolute() else self.cwd / p
+
+    def _existing(self, name: str) -> Path | None:
+        """The file ``name`` names, matched case-insensitively (Guardian names are), or None.
+        Raises OSError/ValueError for a name the file system refuses (too long, NUL …)."""
+        p = self._path(name)
+        try:
+            p.stat()
+            return p
+        except FileNotFoundError:
+            pass
+        try:
             for cand in p.parent.iterdir():
                 if cand.name.upper() == p.name.upper():
                     return cand
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return None
+
+    def _out_path(self, name: str) -> Path:
+        """The file an OUT name writes to; a MeascomError (bad input) when it cannot be one."""
+        try:
+            p = self._existing(name)
+            if p is None:
+                p = self._path(name)
+                if not p.parent.is_dir():
+                    raise MeascomError(f"cannot write OUT file {_short(name)}: no directory "
+                                       f"{_short(str(p.parent), 200)}", word=name, bad_input=True)
+            elif p.is_dir():
+                raise MeascomError(f"cannot write OUT file {_short(name)}: it is a directory",
+                                   word=name, bad_input=True)
+        except (OSError, ValueError) as exc:
+            raise MeascomError(f"cannot write OUT file {_short(name)}: "
+                               f"{file_error_reason(exc)}", word=name, bad_input=True) from None
         return p
 
     def _check_config(self, items: list[_Item]) -> None:
@@ -470,7 +604,13 @@ class Session:
         raise MeascomError("no current measurement: ADD MEASUREMENT name (or START one) first")
 
     def local_datetime(self, dt: ast.DateTime, today: datetime) -> datetime:
-        d = dt.date.resolve(today.date()) if dt.date is not None else today.date()
+        try:
+            d = dt.date.resolve(today.date()) if dt.date is not None else today.date()
+        except ValueError:  # 29 FEB without a year, in a year that has none
+            assert dt.date is not None
+            year = dt.date.year or today.year
+            raise MeascomError(f"{dt.date.day} {ast.MONTHS[dt.date.month - 1]} {year} does not "
+                               "exist", dt.date.line, dt.date.column) from None
         return datetime.combine(d, dt.time.time, tzinfo=self.tz)
 
     def _cmd_StartMeasurement(self, cmd: ast.StartMeasurement, item: _Item) -> str:
@@ -551,7 +691,7 @@ class Session:
             parts.append(render_config(m, self.system_name, self.tz, counts))
         text = "\n\n".join(parts)
         if cmd.out:
-            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            self._queue_out(cmd.out, text)
             return f"INFO written to {cmd.out}"
         return text
 
@@ -599,7 +739,7 @@ class Session:
         text = (self._status_measurement(self._name(cmd.file, cmd)) if cmd.target == "MEASUREMENT"
                 else self._status_subsys())
         if cmd.out:
-            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            self._queue_out(cmd.out, text)
             return f"STATUS written to {cmd.out}"
         return text
 
@@ -696,13 +836,15 @@ class Session:
         text = (listing.list_active(self, cmd) if cmd.verb == "LISTACTIVE"
                 else listing.list_stored(self, cmd))
         if cmd.out:
-            self._pending_files.append((self._out_path(cmd.out), text + "\n"))
+            self._queue_out(cmd.out, text)
             return f"{cmd.verb} written to {cmd.out}"
         return text
 
     # -- the rest ----------------------------------------------------------------------
 
     def _cmd_Out(self, cmd: ast.Out, item: _Item) -> str:
+        if cmd.file is not None:
+            self._out_path(cmd.file)  # a name that cannot be a file is refused here
         self.state.out = cmd.file
         return ""
 

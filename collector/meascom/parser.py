@@ -32,6 +32,7 @@ __all__ = [
     "continues",
     "parse_command",
     "parse_script",
+    "printable",
     "tokenize",
 ]
 
@@ -79,12 +80,23 @@ class MeascomSyntaxError(ValueError):
         self.word = word
         self.expected = list(expected)
         if message is None:
-            what = f"'{word}'" if word else "end of line"
+            what = f"'{printable(word, 80)}'" if word else "end of line"
             message = f"unexpected {what}"
             if self.expected:
                 message += f"; expected {_or_list(self.expected)}"
         self.message = message
         super().__init__(f"line {line}, column {column}: {message}")
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` fit for a one-line message: characters that are not printable (control
+    characters, line separators, NUL, lone surrogates) as Python escapes (``\\x1b``); cut to
+    ``limit`` characters with '…'."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _or_list(items: Sequence[str]) -> str:
@@ -146,7 +158,26 @@ def tokenize(text: str) -> list[list[Token]]:
     return commands
 
 
+_NOT_TEXT_RE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _not_text(src: str, ln: int) -> None:
+    """Refuse a NUL character or a lone surrogate (a byte that was not UTF-8, decoded with
+    surrogateescape: command-line arguments, stdin) anywhere in the line, comments included."""
+    m = _NOT_TEXT_RE.search(src)
+    if m is None:
+        return
+    c, col = m.group(), m.start() + 1
+    if c == "\x00":
+        raise MeascomSyntaxError(ln, col, c, message="NUL character: MEASCOM input is text "
+                                                     "(is this a binary file?)")
+    what = (f"byte 0x{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff"
+            else f"lone surrogate U+{ord(c):04X}")
+    raise MeascomSyntaxError(ln, col, c, message=f"not UTF-8 text: {what}")
+
+
 def _lex_line(src: str, ln: int) -> tuple[list[Token], bool]:
+    _not_text(src, ln)
     toks: list[Token] = []
     i, n = 0, len(src)
     while i < n:
@@ -220,7 +251,8 @@ class _Parser:
         return t
 
     def error(self, tok: Token, expected: Sequence[str] = (), message: str | None = None):
-        return MeascomSyntaxError(tok.line, tok.column, tok.text, expected, message)
+        word = f'"{tok.text}"' if tok.kind == "STRING" else tok.text  # "" is no end of line
+        return MeascomSyntaxError(tok.line, tok.column, word, expected, message)
 
     def match_kw(self, tok: Token, choices: Sequence[str]) -> str | None:
         if tok.kind != "WORD":
@@ -270,7 +302,8 @@ class _Parser:
             raise self.error(t, [what])
         v = int(t.text) if len(t.text) <= 12 else hi + 1
         if not lo <= v <= hi:
-            raise self.error(t, [what], message=f"{t.text} is out of range; expected {what}")
+            raise self.error(t, [what], message=f"{printable(t.text, 20)} is out of range; "
+                                                f"expected {what}")
         self.next()
         return v
 

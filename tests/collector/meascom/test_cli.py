@@ -41,7 +41,7 @@ def test_syntax_error_exit_2_runtime_error_exit_1(env, db, capsys):
     (env / "bad").write_text("ADD CPU *\nSTART MEASUREMENT B1\nADD CPU 16\n")
     assert cli.main(["bad"]) == 2
     err = capsys.readouterr().err
-    assert err == ("meascom: bad, line 3, column 9: 16 is out of range; expected a CPU number "
+    assert err == ("meascom: bad: line 3, column 9: 16 is out of range; expected a CPU number "
                    "0-15 or *\n")
     assert names(db) == []
     assert cli.main(["-c", "ADD CPU *\nSTART MEASUREMENT B1\nSTART MEASUREMENT B1"]) == 1

@@ -176,7 +176,7 @@ def test_bad_obey_file_changes_nothing(db, url, tmp_path):
     e = ei.value
     assert (e.file, e.line, e.column, e.word, e.syntax) == ("bad", 4, 9, "16", True)
     assert "16 is out of range; expected a CPU number 0-15 or *" in str(e)
-    assert str(e).startswith("bad, line 4, column 9: ")
+    assert str(e).startswith("bad: line 4, column 9: ")
     assert measurement_rows(db) == [] and s.contab == Contab()
 
 
