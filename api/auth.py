@@ -2,9 +2,16 @@
 
 Scopes: ``read``, ``write`` (includes read) and ``admin`` (includes write: retention and other
 platform configuration, /admin/…). Every state-changing endpoint depends on :data:`WriteToken`,
-every /admin endpoint on :data:`AdminToken`; reads depend on :data:`ReadToken`, which asks for
-a token only when MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is sent is always
-checked). Tokens are made by ``measuredb token create NAME --scope read|write|admin``.
+every /admin endpoint on :data:`AdminToken`; reads of stored data depend on :data:`ReadToken`,
+which asks for a token only when MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true (a token that is
+sent is always checked). Tokens are made by ``measuredb token create NAME --scope read|write|admin``.
+
+Reads never write for anonymous callers. The live reads that ask the running collector
+(MEASREADACTIVE ``/active/…``, MEASSTATUS ``/measurements/{id}/status``) go over the control
+request bus: each inserts a row into _measure.control_request and holds a connection until the
+collector answers. They depend on :data:`CollectorToken`: a read token always, whatever
+MEASUREDB_API_REQUIRE_TOKEN_FOR_READS says. What stays open to anonymous callers is rate
+limited per client address (api/ratelimit.py).
 
 Reads remember a token's scope for a minute (api/cache.py :class:`TokenCache`; a revocation
 is seen at once); writes ask the database every time.
@@ -87,6 +94,16 @@ async def require_read(request: Request, session: SessionDep, credentials: Crede
     return scope
 
 
+def require_token(session: SessionDep, credentials: Credentials) -> str:
+    scope = _scope(session, credentials)
+    if scope is None:
+        raise Unauthorized("this read asks the running collector (a control request): send "
+                           "Authorization: Bearer <token> with a read token (measuredb token "
+                           "create NAME --scope read)", field="Authorization")
+    return scope
+
+
 WriteToken = Annotated[str, Depends(require_write)]
 AdminToken = Annotated[str, Depends(require_admin)]
 ReadToken = Annotated[str | None, Depends(require_read)]
+CollectorToken = Annotated[str, Depends(require_token)]

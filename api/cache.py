@@ -386,7 +386,7 @@ class ReadCache:
                 **self.responses.stats()}
 
 
-def _bearer(headers: list[tuple[bytes, bytes]]) -> tuple[bool, str | None]:
+def bearer_header(headers: list[tuple[bytes, bytes]]) -> tuple[bool, str | None]:
     """(has an Authorization header, the bearer token in it or None)."""
     for name, value in headers:
         if name == b"authorization":
@@ -423,7 +423,7 @@ class CacheMiddleware:
         if scope["type"] != "http" or scope["method"] != "GET" or listener is None:
             return await self.app(scope, receive, send)
         state = scope.setdefault("state", {})
-        has_auth, token = _bearer(scope["headers"])
+        has_auth, token = bearer_header(scope["headers"])
         if has_auth and token is None:
             return await self.app(scope, receive, send)  # not a bearer token: the routes answer
         if not listener.sync():

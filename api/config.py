@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import ipaddress
+
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from collector.config import DatabaseSettings
@@ -38,3 +40,20 @@ class ApiSettings(DatabaseSettings):
     control_timeout_seconds: float = Field(
         default=5.0, gt=0, le=120,
         description="how long a request to the collector (status, active reads, bumps) waits")
+    anonymous_rate_per_second: float = Field(
+        default=10.0, ge=0, le=1_000_000,
+        description="requests per second per client address without a bearer token, after the "
+                    "burst (api/ratelimit.py); 0: no limit")
+    anonymous_burst: int = Field(default=100, ge=1, le=1_000_000,
+                                 description="requests a client address without a bearer token may "
+                                             "make at once")
+    anonymous_limit_exempt: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1/8", "::1"],
+        description="client addresses or networks the anonymous rate limit does not apply to")
+
+    @field_validator("anonymous_limit_exempt")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # ValueError: not an address or network
+        return value

@@ -1,13 +1,18 @@
-"""Typed API errors, rendered by one handler as {"error": <class>, "detail": <message>}."""
+"""Typed API errors, rendered as ErrorRead {"error": <class>, "detail": <message>, "field": …}:
+the API's own errors, request validation (422 InvalidInput), a body that is not UTF-8 JSON
+(422 InvalidInput, not FastAPI's 400), unknown paths (404 NotFound) and methods (405
+MethodNotAllowed with an ``Allow`` header listing every method of the path)."""
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 
 class ErrorRead(BaseModel):
@@ -68,10 +73,46 @@ def install_handlers(app: FastAPI) -> None:
             f"{'.'.join(str(p) for p in e['loc'] if p not in ('body', 'query', 'path')) or 'request'}: {e['msg']}"
             for e in exc.errors()
         )
-        body = ErrorRead(error="InvalidInput", detail=detail, field=field or None)
+        body = ErrorRead(error="InvalidInput", detail=_printable(detail), field=_printable(field) or None)
         return JSONResponse(body.model_dump(exclude_none=True), status_code=422)
 
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI could not decode the body (UnicodeDecodeError): invalid input like bad JSON
+            return await _render(InvalidInput("the body is not JSON text in UTF-8", field="body"))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        error = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+        body = ErrorRead(error=error, detail=str(exc.detail))
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=exc.status_code,
+                            headers=headers)
+
     install_database_handler(app)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (Starlette names only the first
+    route's when several share a path). A route whose path parameters reject this path (PUT
+    /admin/retention/{retention_class} at /admin/retention/log) counts only when no route
+    accepts it."""
+    from fastapi.dependencies.utils import request_params_to_args
+    from fastapi.routing import APIRoute, iter_route_contexts
+
+    exact: set[str] = set()
+    loose: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        found = route.path_regex.match(request.url.path)
+        if found is None:
+            continue
+        methods = route.methods or {"GET", "HEAD"}  # a Mount: the static docs assets
+        loose |= methods
+        if isinstance(route.original_route, APIRoute):
+            if request_params_to_args(route.dependant.path_params, found.groupdict())[1]:
+                continue
+        exact |= methods
+    return sorted(exact or loose)
 
 
 # ---------------------------------------------------------------- database errors
@@ -116,7 +157,12 @@ def install_database_handler(app: FastAPI) -> None:
         return await _render(err)
 
 
+def _printable(text: str | None) -> str | None:
+    """Text for an error body: a NUL of the input is shown escaped (ErrorRead holds none)."""
+    return None if text is None else text.replace("\x00", "\\u0000")
+
+
 async def _render(exc: MeasureError) -> JSONResponse:
-    body = ErrorRead(error=type(exc).__name__, detail=exc.detail, field=exc.field)
+    body = ErrorRead(error=type(exc).__name__, detail=_printable(exc.detail), field=_printable(exc.field))
     extra = {k: v for k, v in exc.extra.items() if v is not None}
     return JSONResponse({**body.model_dump(exclude_none=True), **extra}, status_code=exc.status_code)

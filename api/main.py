@@ -5,19 +5,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
 from api.admin.router import router as admin_router
 from api.cache import CacheMiddleware, ReadCache
 from api.config import ApiSettings
+from api.contract import install_openapi, reject_nul
 from api.counters.router import router as counters_router
 from api.db import build_engine
+from api.docs import install_docs
 from api.errors import install_handlers
 from api.health.router import router as health_router
 from api.meascom.router import router as meascom_router
 from api.measurements.router import router as measurements_router
+from api.ratelimit import AnonymousRateLimit
 from api.reports.router import router as reports_router
 from api.tiers.router import router as tiers_router
 from api.usercounters.router import router as usercounters_router
@@ -49,15 +52,22 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
                 await cache.close()
             app.state.engine.dispose()
 
-    app = FastAPI(title="measuredb", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="measuredb", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, dependencies=[Depends(reject_nul)])
     app.state.settings = settings
     app.state.read_cache = cache
     install_handlers(app)
+    install_openapi(app, settings)
+    install_docs(app)
     # ASGI middleware, innermost first: the read cache right before the routes, the body
-    # limit around it, CORS outermost (its headers depend on the request's Origin).
+    # limit around it, the anonymous rate limit around that (cached answers count too), CORS
+    # outermost (its headers depend on the request's Origin).
     if cache is not None:
         app.add_middleware(CacheMiddleware, cache=cache)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.anonymous_rate_per_second > 0:
+        app.add_middleware(AnonymousRateLimit, rate=settings.anonymous_rate_per_second,
+                           burst=settings.anonymous_burst, exempt=settings.anonymous_limit_exempt)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "PUT", "DELETE"], allow_headers=["Authorization"])

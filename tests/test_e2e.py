@@ -84,14 +84,17 @@ def test_health_sees_the_live_collector(platform) -> None:
 
 
 def test_active_read_and_status_of_the_default_measurement(platform) -> None:
-    _, c, client, _ = platform
-    r = client.get("/active/cpu", params={"measurement_id": 1, "counters": ["cpu_busy_time", "dispatches"]})
+    _, c, client, headers = platform
+    anonymous = client.get("/active/cpu", params={"measurement_id": 1})
+    assert anonymous.status_code == 401       # a read through the collector bus needs a token
+    r = client.get("/active/cpu", params={"measurement_id": 1, "counters": ["cpu_busy_time", "dispatches"]},
+                   headers=headers)
     assert r.status_code == 200, r.text
     records = r.json()["records"]
     assert len(records) == c.topology.n_cpus
     assert all(0 <= rec["values"]["cpu_busy_time"] <= 100 for rec in records)
     assert any(rec["values"]["dispatches"] > 0 for rec in records)
-    st = client.get("/measurements/1/status")
+    st = client.get("/measurements/1/status", headers=headers)
     assert st.status_code == 200, st.text
     assert st.json()["collector"]["status"]["entities"]["cpu"] == c.topology.n_cpus
 
@@ -124,7 +127,7 @@ def test_measurement_over_http_with_external_user_counters(platform) -> None:
     other = client.post("/usercounters/bump-init", json={**ref, "name": "UNMEASURED"}, headers=headers)
     assert other.json()["offset"] == -1
     active = client.get("/active/userdef", params={"measurement_id": mid, "rate": "false",
-                                                   "counters": "time_value"}).json()["records"]
+                                                   "counters": "time_value"}, headers=headers).json()["records"]
     by_name = {rec["ids"]["name"]: rec["values"]["time_value"] for rec in active}
     assert by_name["THROUGHPUT"] == 10
     assert by_name["RESP-TIME"] >= 2 * 200_000     # ≥ 2 queued for ≥ 0.2 s (µs × length)

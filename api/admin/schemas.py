@@ -3,7 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.contract import JsonInt
 
 RetentionClass = Literal["raw", "hour", "day", "month"]
 
@@ -23,7 +25,9 @@ class RetentionRead(BaseModel):
 
 
 class RetentionUpdate(BaseModel):
-    keep_days: int | None = Field(ge=1, le=36_600, description="days to keep (null: for ever; raw "
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    keep_days: JsonInt | None = Field(ge=1, le=36_600, description="days to keep (null: for ever; raw "
                                   "data cannot be kept for ever)", examples=[35])
 
 

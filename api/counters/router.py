@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from api.auth import ReadToken
+from api.auth import CollectorToken, ReadToken
 from api.cache import Cacheable
 from api.catalog import EntityName
 from api.counters import service as counter_service
@@ -34,8 +34,11 @@ def read_counters(session: SessionDep, _: ReadToken,
 
 @router.get("/active/{entity}", response_model=CounterReadPage,
             summary="MEASREADACTIVE / LISTACTIVE: live counters from the running collector",
+            description="Asks the running collector through the control request bus (a row in "
+                        "_measure.control_request), so it needs a read token even where reads of "
+                        "stored data are open.",
             responses=responses(Unauthorized, NotFound, InvalidInput, Conflict, Unavailable))
-def read_active(request: Request, session: SessionDep, _: ReadToken, entity: EntityName,
+def read_active(request: Request, session: SessionDep, _: CollectorToken, entity: EntityName,
                 query: Annotated[ActiveReadQuery, Query()]) -> Response:
     return model_json(counter_service.read_active(
         session, request.app.state.engine, entity.value, query,

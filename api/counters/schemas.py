@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from api.contract import Instant
 
 Relop = Literal["=", "<>", "<", ">", "<=", ">="]
 
 IDS_DESCRIPTION = ("descriptor fields as field:value (repeat the parameter), wildcards '*' as in "
                    "CONTAB; absent = every entity of the type. E.g. ids=cpu:3, "
                    "ids=process_name:$DB1, ids=file_name:$DATA.*.*")
+IdField = Annotated[str, StringConstraints(pattern=r"^[^:\x00]*[^:\s\x00][^:\x00]*:[^\x00]*$",
+                                           max_length=128)]
+CounterName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class CounterReadQuery(BaseModel):
@@ -19,26 +24,27 @@ class CounterReadQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] = Field(default_factory=list, description=IDS_DESCRIPTION, max_length=16,
-                           examples=[["cpu:3"]])
-    counters: list[str] = Field(default_factory=list, max_length=300,
-                                description="counter names (MEASURE or snake); none = all",
-                                examples=[["CPU-BUSY-TIME", "dispatches"]])
-    from_at: datetime | None = Field(default=None, description="window start (FROM); summary record")
-    to_at: datetime | None = Field(default=None, description="window end (TO)")
-    at: datetime | None = Field(default=None, description="target time: the record whose TO is closest")
+    ids: list[IdField] = Field(default_factory=list, description=IDS_DESCRIPTION, max_length=16,
+                               examples=[["cpu:3"]])
+    counters: list[CounterName] = Field(default_factory=list, max_length=300,
+                                        description="counter names (MEASURE or snake); none = all",
+                                        examples=[["CPU-BUSY-TIME", "dispatches"]])
+    from_at: Instant | None = Field(default=None, description="window start (FROM); summary record")
+    to_at: Instant | None = Field(default=None, description="window end (TO)")
+    at: Instant | None = Field(default=None, description="target time: the record whose TO is closest")
     tolerance_seconds: float | None = Field(default=None, ge=0, le=10 * 366 * 86400,
                                             description="± tolerance around `at`")
     all_records: bool = Field(default=False, description="LISTALL: every interval record in the window")
     rate: bool = Field(default=True, description="RATE ON (per second, busy %, queue length, avg response)")
-    by: str | None = Field(default=None, max_length=64, description="BY counter (highest first)")
+    by: str | None = Field(default=None, min_length=1, max_length=64, description="BY counter (highest first)")
     descending: bool = Field(default=True, description="with BY: highest first")
-    if_counter: str | None = Field(default=None, max_length=64, description="IF counter …")
+    if_counter: str | None = Field(default=None, min_length=1, max_length=64, description="IF counter …")
     if_op: Relop | None = Field(default=None, description="… relop …")
     if_value: float | None = Field(default=None, allow_inf_nan=False, description="… value")
     zero_reports: bool = Field(default=True, description="false: drop all-zero records")
     limit: int = Field(default=100, ge=1, le=1000)
-    cursor: str | None = Field(default=None, max_length=512)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512,
+                               description="next_cursor of the previous page")
 
 
 class CounterColumnRead(BaseModel):
@@ -76,8 +82,9 @@ class ActiveReadQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] = Field(default_factory=list, description=IDS_DESCRIPTION, max_length=16)
-    counters: list[str] = Field(default_factory=list, max_length=300)
+    ids: list[IdField] = Field(default_factory=list, description=IDS_DESCRIPTION, max_length=16)
+    counters: list[CounterName] = Field(default_factory=list, max_length=300,
+                                        description="counter names (MEASURE or snake); none = all")
     measurement_id: int | None = Field(default=None, ge=1, le=2_147_483_647,
                                        description="read the records of this measurement")
     system: str | None = Field(default=None, max_length=16)

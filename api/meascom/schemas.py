@@ -14,7 +14,7 @@ FIGURE_3 = ("VOLUME $VOL.CPLNWEEK\nADD CPU *\nADD DISC *\nADD LINE *\n"
 class MeascomRun(BaseModel):
     """MEASCOM text, run as one OBEY file: parsed fully first, then all-or-nothing."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"text": FIGURE_3, "system": "\\DEMO", "interactive": False},
         {"text": "INFO CPLNDAY1"}]})
 

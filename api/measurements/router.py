@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
 
-from api.auth import ReadToken, WriteToken
+from api.auth import CollectorToken, ReadToken, WriteToken
 from api.cache import Cacheable
 from api.db import SessionDep
 from api.errors import (
@@ -47,7 +47,8 @@ def list_measurements(
     state: Annotated[State | None, Query()] = None,
     name: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,10}$",
+                                        description="next_cursor of the previous page")] = None,
 ) -> MeasurementPage:
     return measurement_service.list_page(session, state=state, name=name, limit=limit, cursor=cursor)
 
@@ -84,8 +85,11 @@ def delete_measurement(session: SessionDep, _: WriteToken, measurement_id: Measu
 
 @router.get("/{measurement_id}/status", response_model=MeasurementStatusRead,
             summary="MEASSTATUS (asks the running collector)",
+            description="Asks the running collector through the control request bus (a row in "
+                        "_measure.control_request), so it needs a read token even where reads of "
+                        "stored data are open.",
             responses=responses(Unauthorized, NotFound, Conflict, Unavailable))
-def get_measurement_status(request: Request, session: SessionDep, _: ReadToken,
+def get_measurement_status(request: Request, session: SessionDep, _: CollectorToken,
                            measurement_id: MeasurementId) -> MeasurementStatusRead:
     return measurement_service.status(session, request.app.state.engine, measurement_id,
                                       timeout=request.app.state.settings.control_timeout_seconds)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.contract import Instant, JsonInt
 from collector.measure.contab import Contab
 
 State = Literal["configured", "scheduled", "running", "stopped", "failed"]
@@ -24,41 +25,41 @@ class MeasurementCreate(BaseModel):
     """A new measurement from a CONTAB (JSON) or from MEASCOM text (ADD entity/COUNTER,
     DELETE, VOLUME, ADD MEASUREMENT, START MEASUREMENT with FROM/TO/FOR/INTERVAL)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"name": "CPLNDAY1", "contab": CONTAB_EXAMPLE, "start": True, "for_seconds": 28800,
          "interval_seconds": 900},
         {"meascom": MEASCOM_EXAMPLE},
     ]})
 
     name: str | None = Field(default=None, description="data file name (MEASCOM: ADD MEASUREMENT)",
-                             examples=["CPLNDAY1"], max_length=64)
+                             examples=["CPLNDAY1"], pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}$")
     system: str | None = Field(default=None, description="system name, e.g. \\DEMO; default: the only one",
                                max_length=16)
     contab: Contab | None = Field(default=None, description="entity descriptors and user counters")
     meascom: str | None = Field(default=None, description="MEASCOM commands", max_length=100_000)
     start: bool = Field(default=False, description="start now (when start_at is not given)")
-    start_at: datetime | None = Field(default=None, description="START … FROM")
-    stop_at: datetime | None = Field(default=None, description="START … TO")
-    for_seconds: int | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="START … FOR")
-    interval_seconds: int | None = Field(default=None, ge=1, le=86400, description="START … INTERVAL")
+    start_at: Instant | None = Field(default=None, description="START … FROM")
+    stop_at: Instant | None = Field(default=None, description="START … TO")
+    for_seconds: JsonInt | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="START … FOR")
+    interval_seconds: JsonInt | None = Field(default=None, ge=1, le=86400, description="START … INTERVAL")
 
 
 class MeasurementStart(BaseModel):
     """START MEASUREMENT of a configured measurement. FOR and TO exclude each other."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"for_seconds": 3600, "interval_seconds": 60}]})
 
-    start_at: datetime | None = Field(default=None, description="FROM; default now")
-    stop_at: datetime | None = Field(default=None, description="TO")
-    for_seconds: int | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="FOR")
-    interval_seconds: int | None = Field(default=None, ge=1, le=86400, description="INTERVAL")
+    start_at: Instant | None = Field(default=None, description="FROM; default now")
+    stop_at: Instant | None = Field(default=None, description="TO")
+    for_seconds: JsonInt | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="FOR")
+    interval_seconds: JsonInt | None = Field(default=None, ge=1, le=86400, description="INTERVAL")
 
 
 class MeasurementStop(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    stop_at: datetime | None = Field(default=None, description="when to stop; default now")
+    stop_at: Instant | None = Field(default=None, description="when to stop; default now")
 
 
 class MeasurementRead(BaseModel):

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
 from api.auth import ReadToken
 from api.cache import Cacheable
+from api.contract import Instant
 from api.db import SessionDep
 from api.errors import Conflict, InvalidInput, NotFound, Unauthorized, responses
 from api.reports import service
@@ -42,10 +42,11 @@ def list_runs(
     report: Annotated[str | None, Query(max_length=64, description="report name (queries/)")] = None,
     system: Annotated[str | None, Query(max_length=16, description="system name, e.g. \\DEMO")] = None,
     status: Annotated[RunStatus | None, Query()] = None,
-    slot_from: Annotated[datetime | None, Query(description="slots at or after this instant")] = None,
-    slot_to: Annotated[datetime | None, Query(description="slots before this instant")] = None,
+    slot_from: Annotated[Instant | None, Query(description="slots at or after this instant")] = None,
+    slot_to: Annotated[Instant | None, Query(description="slots before this instant")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$",
+                                        description="next_cursor of the previous page")] = None,
 ) -> ReportRunPage:
     return service.list_runs(session, definition=definition, report=report, system=system, status=status,
                              slot_from=slot_from, slot_to=slot_to, limit=limit, cursor=cursor)
@@ -76,9 +77,12 @@ def get_run_output(session: SessionDep, _: ReadToken, run_id: RunId,
 
 
 ReportName = Literal[tuple(sorted(REPORTS))]  # type: ignore[valid-type]
+DAY = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+DAY_OR_INSTANT = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                  r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$")
 
 
-@router.get("/{name}", response_class=Response,
+@router.get("/{report}", response_class=Response,
             summary="Run an ENFORM-style report now: ENFORM text, CSV or JSON rows",
             dependencies=[Cacheable],
             description="The reports of queries/ (threshold, cpu-trend, process-summary, …) with "
@@ -90,11 +94,13 @@ ReportName = Literal[tuple(sorted(REPORTS))]  # type: ignore[valid-type]
                 **responses(Unauthorized, NotFound, InvalidInput)})
 def run_report(
     session: SessionDep, _: ReadToken,
-    name: Annotated[ReportName, Path(description="report name (queries/<name>.sql)")],
+    report: Annotated[ReportName, Path(description="report name (queries/<report>.sql)")],
     system: Annotated[str | None, Query(max_length=16, description="system, e.g. \\DEMO")] = None,
-    date: Annotated[str | None, Query(max_length=32, description="the (shift) day, YYYY-MM-DD")] = None,
-    from_: Annotated[str | None, Query(alias="from", max_length=32, description="first day or instant")] = None,
-    to: Annotated[str | None, Query(max_length=32, description="last day (inclusive) or end instant")] = None,
+    date: Annotated[str | None, Query(pattern=DAY, description="the (shift) day, YYYY-MM-DD")] = None,
+    from_: Annotated[str | None, Query(alias="from", pattern=DAY_OR_INSTANT,
+                                       description="first day or instant")] = None,
+    to: Annotated[str | None, Query(pattern=DAY_OR_INSTANT,
+                                    description="last day (inclusive) or end instant")] = None,
     shift: Annotated[int | None, Query(ge=1, le=24)] = None,
     cpu: Annotated[int | None, Query(ge=0, le=15)] = None,
     pin: Annotated[int | None, Query(ge=0, le=65535)] = None,
@@ -102,7 +108,7 @@ def run_report(
     capacity: Annotated[float | None, Query(gt=0, le=100)] = None,
     format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "json",
 ) -> Response:
-    body = service.run_report(session, name, system=system, day=date, date_from=from_, date_to=to,
+    body = service.run_report(session, report, system=system, day=date, date_from=from_, date_to=to,
                               shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
                                                   "capacity": capacity}, fmt=format)
     return Response(content=body, media_type=MEDIA[format])

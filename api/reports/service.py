@@ -138,6 +138,6 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
         field = next((f for f in ("system", "date", "from", "to", "shift") if text_.startswith(f)
                       or f" {f} " in text_), None)
         if "unknown report" in text_ or "no report" in text_:
-            raise NotFound(text_, field="name") from None
+            raise NotFound(text_, field="report") from None
         raise InvalidInput(text_, field=field) from None
     return reports.render(name, rows, params, fmt)

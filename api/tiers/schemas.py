@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from api.contract import Instant
 
 
 class TierEntity(StrEnum):
@@ -30,23 +31,40 @@ class TierName(StrEnum):
     auto = "auto"
 
 
+class StoredTier(StrEnum):
+    """The tiers stored as views (every TierName but auto)."""
+
+    hour = "hour"
+    shift = "shift"
+    month = "month"
+    year = "year"
+
+
 class TierQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    system: str | None = Field(default=None, max_length=16, description="system name, e.g. \\DEMO",
-                               examples=["\\DEMO"])
+    system: str | None = Field(default=None, pattern=r"^\\?[A-Za-z][A-Za-z0-9]{0,6}$",
+                               description="system name, e.g. \\DEMO", examples=["\\DEMO"])
     cpu: int | None = Field(default=None, ge=0, le=15, description="CPU number (not for disc)")
-    volume: str | None = Field(default=None, max_length=32, description="disc volume, e.g. $DATA1 (disc only)")
-    process: str | None = Field(default=None, max_length=64,
+    volume: str | None = Field(default=None, min_length=1, max_length=32, description="disc volume, e.g. $DATA1 (disc only)")
+    process: str | None = Field(default=None, min_length=1, max_length=64,
                                 description="process name ($S1) or program file name "
                                             "($APPL.ET1.SERVER); process and userdef only")
     shift: int | None = Field(default=None, ge=1, le=9, description="shift number (shift, month, year tiers)")
-    from_at: datetime | None = Field(default=None, alias="from",
-                                     description="start (ISO 8601 with a time zone); buckets starting at or after it")
-    to_at: datetime | None = Field(default=None, alias="to",
-                                   description="end (ISO 8601 with a time zone, exclusive); default now for auto")
+    from_at: Instant | None = Field(default=None, alias="from",
+                                    description="start (ISO 8601 with a time zone); buckets starting at or after it")
+    to_at: Instant | None = Field(default=None, alias="to",
+                                  description="end (ISO 8601 with a time zone, exclusive); default now for auto")
     limit: int = Field(default=500, ge=1, le=5000)
-    cursor: str | None = Field(default=None, max_length=512)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512,
+                               description="next_cursor of the previous page")
+
+
+class TierAutoQuery(TierQuery):
+    """auto chooses the tier from the range from … to: from is required."""
+
+    from_at: Instant = Field(alias="from", description="start (ISO 8601 with a time zone); buckets "
+                                                       "starting at or after it")
 
 
 class TierRowRead(BaseModel):

@@ -6,19 +6,21 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.contract import JsonInt
+
 BumpOp = Literal["INC", "ADD", "SETBUSY", "RESETBUSY", "INCQUEUE", "DEQUEUE"]
 
 
 class UserCounterRef(BaseModel):
     """One element of a user counter in one process (USERDEF identifying fields)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     system: str | None = Field(default=None, max_length=16, description="default: the only system")
-    cpu: int = Field(ge=0, le=15)
-    pin: int = Field(ge=0, le=65535)
+    cpu: JsonInt = Field(ge=0, le=15)
+    pin: JsonInt = Field(ge=0, le=65535)
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,15}$", examples=["REQUESTS"])
-    index: int = Field(default=0, ge=0, le=255, description="array element (ARRAY n: 0..n)")
+    index: JsonInt = Field(default=0, ge=0, le=255, description="array element (ARRAY n: 0..n)")
     process_name: str | None = Field(default=None, pattern=r"^\$[A-Za-z][A-Za-z0-9]{0,4}$",
                                      description="the process's name, matched by USERDEF $name")
     program_file_name: str | None = Field(
@@ -27,7 +29,7 @@ class UserCounterRef(BaseModel):
 
 
 class BumpInitCreate(UserCounterRef):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"cpu": 2, "pin": 45, "name": "REQUESTS"}]})
 
 
@@ -37,12 +39,12 @@ class BumpInitRead(BaseModel):
 
 
 class BumpCreate(UserCounterRef):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"cpu": 2, "pin": 45, "name": "REQUESTS", "op": "ADD", "value": 3}]})
 
-    offset: int | None = Field(default=None, ge=0, le=2**31 - 1, description="from bump-init")
+    offset: JsonInt | None = Field(default=None, ge=0, le=2**31 - 1, description="from bump-init")
     op: BumpOp
-    value: int = Field(default=1, ge=0, le=2**53, description="amount for ADD")
+    value: JsonInt = Field(default=1, ge=0, le=2**53, description="amount for ADD")
 
 
 class BumpRead(BaseModel):

@@ -59,7 +59,9 @@ def read_headers(tokens) -> dict[str, str]:
 
 
 def make_client(url: str, **settings: Any) -> TestClient:
-    return TestClient(create_app(ApiSettings(control_timeout_seconds=0.5, **settings), database_url=url))
+    """A client of a new app; the anonymous rate limit is off unless asked for (test_contract)."""
+    settings = {"control_timeout_seconds": 0.5, "anonymous_rate_per_second": 0, **settings}
+    return TestClient(create_app(ApiSettings(**settings), database_url=url))
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""Bearer tokens: every state-changing endpoint needs a write token; reads need a token only
-when MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true."""
+"""Bearer tokens: every state-changing endpoint needs a write token; reads of stored data need
+a token only when MEASUREDB_API_REQUIRE_TOKEN_FOR_READS=true; reads that ask the collector
+always need one."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ MUTATING = [
     ("POST", "/usercounters/bump", {"cpu": 1, "pin": 2, "name": "R", "op": "INC"}),
 ]
 READS = ["/measurements", "/measurements/{mid}", "/measurements/{mid}/configuration",
-         "/measurements/{mid}/status", "/measurements/{mid}/counters/cpu", "/catalog/entities",
-         "/catalog/entities/cpu/counters"]
+         "/measurements/{mid}/counters/cpu", "/catalog/entities", "/catalog/entities/cpu/counters"]
+COLLECTOR_READS = ["/measurements/{mid}/status", "/active/cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,19 @@ def test_reads_need_a_token_when_configured(api_db_url, mid, read_headers, write
             assert "reads need a token" in r.json()["detail"]
             for headers in (read_headers, write_headers):
                 assert c.get(url, headers=headers).status_code == 200, url
+
+
+def test_reads_that_ask_the_collector_always_need_a_token(client, api_db_url, mid, read_headers):
+    with psycopg.connect(api_db_url) as c:
+        before = c.execute("SELECT count(*) FROM _measure.control_request").fetchone()[0]
+    for path in COLLECTOR_READS:
+        r = client.get(path.format(mid=mid))
+        assert (r.status_code, r.json()["field"]) == (401, "Authorization"), path
+        assert r.json()["detail"].startswith("this read asks the running collector")
+        r = client.get(path.format(mid=mid), headers={"Authorization": "Bearer not-a-token"})
+        assert r.status_code == 401 and r.json()["detail"] == "the bearer token is unknown or revoked"
+    with psycopg.connect(api_db_url) as c:
+        assert c.execute("SELECT count(*) FROM _measure.control_request").fetchone()[0] == before
 
 
 def test_revoked_token_is_refused_and_use_is_recorded(client, api_db_url, mid):

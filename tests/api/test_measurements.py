@@ -89,7 +89,7 @@ def test_configuration_commands_round_trip_through_meascom():
         ({"name": "X1", "contab": {"descriptors": [{"type": "NOPE"}]}}, "contab", "unknown entity type"),
         ({"name": "X1", "contab": {"descriptors": []}}, "contab", "measures nothing"),
         ({"contab": CONTAB}, "name", "name the measurement"),
-        ({"name": "1BAD", "contab": CONTAB}, "name", "must be a file name"),
+        ({"name": "1BAD", "contab": CONTAB}, "name", "should match pattern"),
         ({"meascom": "ADD CPU 99"}, "meascom", "line 1"),
         ({"meascom": "ADD CPU *\nLIST CPU *"}, "meascom", "not a configuration command"),
         ({"name": "X1", "contab": CONTAB, "stop_at": "2040-01-01T00:00:00Z", "for_seconds": 60},
@@ -169,19 +169,19 @@ def test_start_errors(client, write_headers):
     assert client.get("/measurements/999999/configuration").status_code == 404
 
 
-def test_status_of_configured_measurement_needs_no_collector(client, write_headers):
+def test_status_of_configured_measurement_needs_no_collector(client, write_headers, read_headers):
     m = create(client, write_headers)
-    body = client.get(f"/measurements/{m['measurement_id']}/status").json()
+    body = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers).json()
     assert body == {"measurement_id": m["measurement_id"], "name": m["name"], "state": "configured",
                     "collector": None}
 
 
-def test_status_asks_the_collector(client, write_headers, fake_collector):
+def test_status_asks_the_collector(client, write_headers, fake_collector, read_headers):
     m = create(client, write_headers, start=True)
     answer = {"measurement_id": m["measurement_id"], "entities": {"cpu": 4}, "counter_space_words": 512,
               "cids": 4, "copies_written": 12, "not_allocated": {}}
     fake_collector.handler = lambda kind, payload: answer
-    r = client.get(f"/measurements/{m['measurement_id']}/status")
+    r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
     assert r.status_code == 200, r.text
     assert r.json()["collector"] == answer
     assert fake_collector.seen[-1] == ("status", {"measurement_id": m["measurement_id"]})
@@ -190,12 +190,12 @@ def test_status_asks_the_collector(client, write_headers, fake_collector):
         raise FakeError("not_found: no measurement 1 in MEASMON")
 
     fake_collector.handler = refuse
-    r = client.get(f"/measurements/{m['measurement_id']}/status")
+    r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
     assert r.status_code == 404 and r.json()["detail"] == "collector: no measurement 1 in MEASMON"
 
 
-def test_status_without_collector_is_503(client, write_headers, api_db_url):
+def test_status_without_collector_is_503(client, write_headers, api_db_url, read_headers):
     m = create(client, write_headers, start=True)
-    r = client.get(f"/measurements/{m['measurement_id']}/status")
+    r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
     assert r.status_code == 503
     assert "no collector answered request" in r.json()["detail"]
