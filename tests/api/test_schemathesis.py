@@ -90,3 +90,16 @@ def test_every_check_passes_anonymously(app):
     cases, failures = run_all_checks(app, {})
     assert not failures, "\n".join(sorted(set(failures)))
     assert cases > 400
+
+
+def test_the_cli_configuration_allows_exactly_these_422s() -> None:
+    """schemathesis.toml (for `schemathesis run --checks all` against a running API) names the
+    same operations as SEMANTIC_422, with 422 accepted for valid-looking data and nothing else."""
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "schemathesis.toml").read_text())
+    got = {op["include-name"]: op["checks"]["positive_data_acceptance"]["expected-statuses"]
+           for op in config["operations"]}
+    assert set(got) == set(SEMANTIC_422)
+    assert all(sorted(statuses) == sorted([*ACCEPTED, "422"]) for statuses in got.values())
