@@ -392,7 +392,8 @@ def free_port() -> int:
 
 def start_api(url: str, *, cache: bool) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_CACHE_ENABLED="true" if cache else "false")
+    env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_CACHE_ENABLED="true" if cache else "false",
+               MEASUREDB_API_ANONYMOUS_RATE_PER_SECOND="0")  # load from one address, no limit
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
                              "--host", "127.0.0.1", "--port", str(port), "--workers", str(WORKERS),
                              "--http", "api.serve:NoDelayHTTPProtocol", "--log-level", "warning"],

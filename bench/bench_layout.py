@@ -12,7 +12,7 @@ size (heap, TOAST, indexes) / counter values; COPY time as measured here:
      (interval i = counters[i]), primary key + BRIN on from_at (the layout chosen);
   C  as B, column-major (counter p = counters[p]);
 each TOAST-compressed with pglz (the embedded wheel has no lz4) and, where the server has it,
-lz4 (--url names such a server, e.g. Debian's PostgreSQL). TimescaleDB's native compression
+lz4 (--url or $BENCH_LZ4_URL names such a server, e.g. Debian's PostgreSQL). TimescaleDB's native compression
 is measured on a whole day by bench_scale.py: on a few hours, each entity's batch holds a
 run or two and the batches' own overhead dominates.
 """
@@ -20,6 +20,7 @@ run or two and the batches' own overhead dominates.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -172,7 +173,9 @@ def run_on(url: str, label: str, a: list[bytes], b: list[bytes], cc: list[bytes]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hours", type=int, default=3)
-    ap.add_argument("--url", help="an admin URL of another server to measure as well (lz4)")
+    ap.add_argument("--url", default=os.environ.get("BENCH_LZ4_URL"),
+                    help="an admin URL of another server to measure as well (lz4); "
+                         "default $BENCH_LZ4_URL (`make bench` runs it without arguments)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     a, b, cc, values = simulate(args.hours)

@@ -97,9 +97,12 @@ def stored(url: str) -> dict[str, float]:
     with psycopg.connect(url) as c:
         values, runs, intervals = c.execute(VALUES_SQL).fetchone()
         size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
-        raw = c.execute("SELECT CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(sum(pg_total_relation_size(p.part)), 0)"
-                        " FROM _measure.run_parts() p) ELSE hypertable_size(c.oid) END"
-                        " FROM pg_class c WHERE c.oid = '_measure.interval_run'::regclass").fetchone()[0]
+        partitioned = c.execute("SELECT relkind = 'p' FROM pg_class"
+                                " WHERE oid = '_measure.interval_run'::regclass").fetchone()[0]
+        # (hypertable_size exists only where TimescaleDB is: never name it on plain PostgreSQL)
+        raw = c.execute("SELECT coalesce(sum(pg_total_relation_size(p.part)), 0) FROM _measure.run_parts() p"
+                        if partitioned else
+                        "SELECT hypertable_size('_measure.interval_run'::regclass)").fetchone()[0]
     return {"values": values, "runs": runs, "intervals": intervals, "size": size, "raw": raw}
 
 

@@ -45,7 +45,8 @@ def main(names: list[str]) -> int:
                   f"{', '.join(s.stem for s in sorted(HERE.glob('bench_*.py')))}", file=sys.stderr)
             return 2
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    sections = [f"\n## Run of {stamp}\n\nMachine: {machine()}\n"]
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    sections = [f"\n## Run of {stamp}\n\nMachine: {machine()}; load average at start {load}\n"]
     status = 0
     for script in scripts:
         print(f"== {script.name}", flush=True)
@@ -57,7 +58,8 @@ def main(names: list[str]) -> int:
             status = 1
             sections.append(f"\n### {script.stem}: FAILED (exit {proc.returncode})\n")
         else:
-            sections.append("\n" + proc.stdout.strip() + "\n")
+            load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+            sections.append("\n" + proc.stdout.strip() + f"\n\n(load average after {script.stem}: {load})\n")
     with RESULTS.open("a") as f:
         if RESULTS.stat().st_size == 0 if RESULTS.exists() else True:
             f.write("# Benchmark results\n\nAppended by `make bench` (bench/run.py); newest last.\n")
