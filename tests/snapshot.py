@@ -48,10 +48,19 @@ def rows(conn: psycopg.Connection, sql: str, params: dict | None = None) -> list
     return [r for (r,) in conn.execute(f"SELECT x::text FROM {sql} x ORDER BY 1", params or {})]
 
 
+def tier_columns(conn: psycopg.Connection) -> dict[str, list[str]]:
+    """The columns of every public tier view (an upgrade may append columns: compare the old ones)."""
+    return {f"{ent}_{tier}": [r for (r,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+                " AND NOT attisdropped ORDER BY attnum", (f"measure.{ent}_{tier}",))]
+            for ent in ENTITIES for tier in TIERS}
+
+
 def snapshot(conn: psycopg.Connection, system: str, days: Sequence[date],
              windows: Sequence[tuple[datetime, datetime]], *, copies: str = "measure.counter_copy",
-             raw: bool = True) -> dict[str, list[str]]:
-    """name → the rows as text, sorted (exact: numeric scales, NULLs and all)."""
+             raw: bool = True, columns: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """name → the rows as text, sorted (exact: numeric scales, NULLs and all). columns: only
+    these columns of the tier views (tier_columns() of another database)."""
     out: dict[str, list[str]] = {}
     if raw:
         out["interval_record"] = rows(conn, "(SELECT measurement_id, entity_id, record_at, from_at, to_at, delta_us,"
@@ -61,7 +70,10 @@ def snapshot(conn: psycopg.Connection, system: str, days: Sequence[date],
                                          f" type_code, cpu, error, counters FROM {copies})")
     for ent in ENTITIES:
         for tier in TIERS:
-            out[f"{ent}_{tier}"] = rows(conn, f"measure.{ent}_{tier}")
+            view = f"measure.{ent}_{tier}"
+            if columns is not None:
+                view = f"(SELECT {', '.join(columns[f'{ent}_{tier}'])} FROM {view})"
+            out[f"{ent}_{tier}"] = rows(conn, view)
     for i, (f, t) in enumerate(windows):
         for name, call in WINDOW_CALLS:
             out[f"{name}[{i}]"] = rows(conn, call, {"s": system, "f": f, "t": t})

@@ -12,8 +12,10 @@
 --       shifts, months and years that contain them) and clears them; returns the number of
 --       hours condensed. Both engines, in the caller's transaction (021-condense.sql).
 --   SELECT _measure.recondense(system_id, from_at, to_at);
---       after editing _measure.shift: marks a period dirty again and condenses it (hours
---       before the retention horizons: only what the kept tiers below them allow).
+--       marks a period dirty again and condenses it (hours before the retention horizons:
+--       only what the kept tiers below them allow). Calendar changes (shifts per weekday,
+--       holidays, versions, a system's time zone) go through schema/idempotent/050-config.sql,
+--       which recondenses exactly the shift days they change.
 --   Retention (026-retention.sql) drops whole days of runs and old tier rows, never an hour
 --   that is still dirty; what it removed is kept in _measure.purged: a class is never
 --   recomputed before its horizon from the class below (their tiers stay as condensed).
@@ -21,9 +23,11 @@
 -- Readers use the measure.* views: <entity>_hour, <entity>_shift, <entity>_month,
 -- <entity>_year for entity in cpu, disc, line, process, userdef, tmf.
 
--- ---------------------------------------------------------------- shifts
+-- ---------------------------------------------------------------- shifts (the calendar)
 
--- The shifts in force for each system: its own rows, or the defaults (system_id NULL).
+-- The base shifts of each system: its own rows of _measure.shift, or the defaults (system_id
+-- NULL). They apply every day before the system's first calendar version (_measure.calendar,
+-- schema/110-calendar.sql) and are all there is for a system that has none.
 CREATE OR REPLACE VIEW _measure.system_shift AS
 SELECT s.system_id, s.time_zone, sh.shift_no, sh.begin_time, sh.end_time, sh.name,
        sh.end_time <= sh.begin_time AS crosses_midnight
@@ -34,36 +38,159 @@ SELECT s.system_id, s.time_zone, sh.shift_no, sh.begin_time, sh.end_time, sh.nam
         AND NOT EXISTS (SELECT 1 FROM _measure.shift o WHERE o.system_id = s.system_id));
 GRANT SELECT ON _measure.system_shift TO measure_writer;
 
--- The shift (day it began, number) that an hour starting at hour_at belongs to.
+-- The shifts of each shift day in [p_first, p_last] of one system, as offsets from the day's
+-- local midnight (a shift that crosses midnight ends after 24 hours): the calendar version in
+-- force that day (the newest with effective_from <= the day) and its shifts of the day's ISO
+-- weekday, or the base shifts before the first version. A holiday (_measure.holiday) keeps
+-- the span of the day's shifts (first begin to last end) as the version's holiday shift, or
+-- has no shift at all (no version, or a version without a holiday shift).
+CREATE OR REPLACE FUNCTION _measure.calendar_days(p_system smallint, p_first date, p_last date)
+RETURNS TABLE (shift_day date, shift_no smallint, name text, begin_off interval, end_off interval,
+               holiday boolean)
+LANGUAGE sql STABLE AS $$
+    WITH d AS MATERIALIZED (
+        SELECT g::date AS day,
+               (SELECT c.calendar_id FROM _measure.calendar c
+                 WHERE c.system_id = p_system AND c.effective_from <= g::date
+                 ORDER BY c.effective_from DESC LIMIT 1) AS cal,
+               EXISTS (SELECT 1 FROM _measure.holiday h WHERE h.system_id = p_system AND h.day = g::date) AS holiday
+          FROM generate_series(p_first, p_last, INTERVAL '1 day') g),
+    o AS (
+        SELECT x.day, x.cal, x.holiday, x.shift_no, x.name, x.begin_time - time '00:00' AS begin_off,
+               CASE WHEN x.end_time <= x.begin_time THEN INTERVAL '24 hours' ELSE INTERVAL '0' END
+                   + (x.end_time - time '00:00') AS end_off
+          FROM (SELECT d.day, d.cal, d.holiday, ss.shift_no, ss.name, ss.begin_time, ss.end_time
+                  FROM d JOIN _measure.system_shift ss ON ss.system_id = p_system
+                 WHERE d.cal IS NULL
+                UNION ALL
+                SELECT d.day, d.cal, d.holiday, cs.shift_no, cs.name, cs.begin_time, cs.end_time
+                  FROM d JOIN _measure.calendar_shift cs
+                    ON cs.calendar_id = d.cal AND cs.weekday = extract(isodow FROM d.day)) x)
+    SELECT o.day, o.shift_no, o.name, o.begin_off, o.end_off, false FROM o WHERE NOT o.holiday
+    UNION ALL
+    SELECT o.day, c.holiday_shift, c.holiday_name, min(o.begin_off), max(o.end_off), true
+      FROM o JOIN _measure.calendar c ON c.calendar_id = o.cal
+     WHERE o.holiday AND c.holiday_shift IS NOT NULL
+     GROUP BY o.day, c.holiday_shift, c.holiday_name
+$$;
+GRANT EXECUTE ON FUNCTION _measure.calendar_days(smallint, date, date) TO measure_writer;
+
+-- The shifts of the shift days [p_first, p_last] as real instants (a DST change makes a shift
+-- 7 or 9 hours long). A shift never runs past the first shift of the next shift day: where two
+-- calendar versions meet (a night shift of the old one crossing into a day the new one starts
+-- at midnight), the earlier shift ends where the later one begins.
+CREATE OR REPLACE FUNCTION _measure.calendar_instances(p_system smallint, p_first date, p_last date)
+RETURNS TABLE (shift_day date, shift_no smallint, start_at timestamptz, end_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    WITH c AS MATERIALIZED (
+        SELECT d.shift_day, d.shift_no, (d.shift_day + d.begin_off) AT TIME ZONE s.time_zone AS start_at,
+               (d.shift_day + d.end_off) AT TIME ZONE s.time_zone AS end_at
+          FROM _measure.calendar_days(p_system, p_first, p_last + 1) d
+          JOIN _measure.system s ON s.system_id = p_system),
+    nxt AS (SELECT c.shift_day - 1 AS shift_day, min(c.start_at) AS first_start FROM c GROUP BY c.shift_day)
+    SELECT c.shift_day, c.shift_no, c.start_at, least(c.end_at, n.first_start)
+      FROM c LEFT JOIN nxt n ON n.shift_day = c.shift_day
+     WHERE c.shift_day <= p_last AND least(c.end_at, n.first_start) > c.start_at
+$$;
+GRANT EXECUTE ON FUNCTION _measure.calendar_instances(smallint, date, date) TO measure_writer;
+
+-- Every shift of the system that overlaps [p_from, p_to) (finite bounds).
+CREATE OR REPLACE FUNCTION _measure.shifts_between(p_system smallint, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (shift_day date, shift_no smallint, start_at timestamptz, end_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT i.shift_day, i.shift_no, i.start_at, i.end_at
+      FROM _measure.system s
+     CROSS JOIN LATERAL _measure.calendar_instances(s.system_id, (p_from AT TIME ZONE s.time_zone)::date - 1,
+                                                    (p_to AT TIME ZONE s.time_zone)::date) i
+     WHERE s.system_id = p_system AND i.start_at < p_to AND i.end_at > p_from
+$$;
+GRANT EXECUTE ON FUNCTION _measure.shifts_between(smallint, timestamptz, timestamptz) TO measure_writer;
+
+-- The shifts that contain at least one of the given UTC hours (each hour start lies in at
+-- most one shift: [start_at, end_at)).
+CREATE OR REPLACE FUNCTION _measure.shifts_of_hours(p_system smallint, p_hours timestamptz[])
+RETURNS TABLE (shift_day date, shift_no smallint, start_at timestamptz, end_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT DISTINCT i.shift_day, i.shift_no, i.start_at, i.end_at
+      FROM _measure.shifts_between(p_system, (SELECT min(h) FROM unnest(p_hours) h),
+                                   (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') i
+     CROSS JOIN LATERAL generate_series(
+           date_bin(INTERVAL '1 hour', i.start_at + INTERVAL '1 hour' - INTERVAL '1 microsecond',
+                    TIMESTAMPTZ '2000-01-01 00:00:00+00'),
+           i.end_at - INTERVAL '1 microsecond', INTERVAL '1 hour') g
+      JOIN (SELECT DISTINCT h FROM unnest(p_hours) h) x ON x.h = g   -- (hashed: = ANY is quadratic)
+$$;
+GRANT EXECUTE ON FUNCTION _measure.shifts_of_hours(smallint, timestamptz[]) TO measure_writer;
+
+-- The first hour with hour-tier (or terminal) rows of a system and the end of its last one.
+CREATE OR REPLACE FUNCTION _measure.hour_span(p_system smallint)
+RETURNS TABLE (lo timestamptz, hi timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT min(x.lo), max(x.hi) + INTERVAL '1 hour'
+      FROM (SELECT min(hour_at) AS lo, max(hour_at) AS hi FROM _measure.cpu_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.disc_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.line_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.process_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.userdef_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.tmf_hour WHERE system_id = p_system
+            UNION ALL SELECT min(hour_at), max(hour_at) FROM _measure.terminal_hour WHERE system_id = p_system) x
+$$;
+GRANT EXECUTE ON FUNCTION _measure.hour_span(smallint) TO measure_writer;
+
+-- Every UTC hour start in [p_from, p_to) that lies in a shift, with its shift, of one system
+-- (all systems: NULL); only within the hours the system has data for (_measure.hour_span),
+-- so any range may be given. What the readers join hour rows with to know their shift.
+CREATE OR REPLACE FUNCTION _measure.shift_hours(p_system smallint, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (system_id smallint, hour_at timestamptz, shift_day date, shift_no smallint,
+               start_at timestamptz, end_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT s.system_id, g, i.shift_day, i.shift_no, i.start_at, i.end_at
+      FROM _measure.system s
+     CROSS JOIN LATERAL _measure.hour_span(s.system_id) sp
+     CROSS JOIN LATERAL (SELECT greatest(p_from, sp.lo) AS lo, least(p_to, sp.hi) AS hi) r
+     CROSS JOIN LATERAL _measure.shifts_between(s.system_id, r.lo, r.hi) i
+     CROSS JOIN LATERAL generate_series(
+           date_bin(INTERVAL '1 hour', greatest(i.start_at, r.lo) + INTERVAL '1 hour' - INTERVAL '1 microsecond',
+                    TIMESTAMPTZ '2000-01-01 00:00:00+00'),
+           least(i.end_at, r.hi) - INTERVAL '1 microsecond', INTERVAL '1 hour') g
+     WHERE (p_system IS NULL OR s.system_id = p_system) AND sp.lo IS NOT NULL AND r.lo < r.hi
+$$;
+GRANT EXECUTE ON FUNCTION _measure.shift_hours(smallint, timestamptz, timestamptz) TO measure_writer;
+
+-- The shift (day it began, number) that an hour starting at hour_at belongs to (none: no row).
 CREATE OR REPLACE FUNCTION _measure.shift_of(p_system smallint, p_hour timestamptz)
 RETURNS TABLE (shift_day date, shift_no smallint)
 LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN ss.crosses_midnight AND (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time
-                THEN (p_hour AT TIME ZONE ss.time_zone)::date - 1
-                ELSE (p_hour AT TIME ZONE ss.time_zone)::date END,
-           ss.shift_no
-      FROM _measure.system_shift ss
-     WHERE ss.system_id = p_system
-       AND CASE WHEN ss.crosses_midnight
-                THEN (p_hour AT TIME ZONE ss.time_zone)::time >= ss.begin_time
-                  OR (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time
-                ELSE (p_hour AT TIME ZONE ss.time_zone)::time >= ss.begin_time
-                 AND (p_hour AT TIME ZONE ss.time_zone)::time < ss.end_time END
+    SELECT i.shift_day, i.shift_no
+      FROM _measure.system s
+     CROSS JOIN LATERAL _measure.calendar_instances(s.system_id, (p_hour AT TIME ZONE s.time_zone)::date - 1,
+                                                    (p_hour AT TIME ZONE s.time_zone)::date) i
+     WHERE s.system_id = p_system AND i.start_at <= p_hour AND p_hour < i.end_at
 $$;
 GRANT EXECUTE ON FUNCTION _measure.shift_of(smallint, timestamptz) TO measure_writer;
 
--- Where one shift of one day begins and ends (real instants; a DST change makes a shift
--- 7 or 9 hours long).
+-- Where one shift of one day begins and ends.
 CREATE OR REPLACE FUNCTION _measure.shift_bounds(p_system smallint, p_day date, p_shift smallint)
 RETURNS TABLE (start_at timestamptz, end_at timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT (p_day + ss.begin_time) AT TIME ZONE ss.time_zone,
-           (p_day + CASE WHEN ss.crosses_midnight THEN 1 ELSE 0 END + ss.end_time)
-               AT TIME ZONE ss.time_zone
-      FROM _measure.system_shift ss
-     WHERE ss.system_id = p_system AND ss.shift_no = p_shift
+    SELECT i.start_at, i.end_at FROM _measure.calendar_instances(p_system, p_day, p_day) i
+     WHERE i.shift_no = p_shift
 $$;
 GRANT EXECUTE ON FUNCTION _measure.shift_bounds(smallint, date, smallint) TO measure_writer;
+
+-- The name of every shift number of each system: from the newest calendar version that has
+-- it (its first weekday), else from the base shifts.
+CREATE OR REPLACE VIEW _measure.shift_name AS
+SELECT DISTINCT ON (x.system_id, x.shift_no) x.system_id, x.shift_no, x.name
+  FROM (SELECT c.system_id, cs.shift_no, cs.name, c.effective_from AS since, cs.weekday AS ord
+          FROM _measure.calendar c JOIN _measure.calendar_shift cs ON cs.calendar_id = c.calendar_id
+        UNION ALL
+        SELECT c.system_id, c.holiday_shift, c.holiday_name, c.effective_from, 0
+          FROM _measure.calendar c WHERE c.holiday_shift IS NOT NULL
+        UNION ALL
+        SELECT ss.system_id, ss.shift_no, ss.name, date '-infinity', 0 FROM _measure.system_shift ss) x
+ ORDER BY x.system_id, x.shift_no, x.since DESC, x.ord;
+GRANT SELECT ON _measure.shift_name TO measure_writer;
 
 -- MEASURE's hourly LOADID (Figure 2: DT00111 = day 001, hour 11, local time).
 CREATE OR REPLACE FUNCTION measure.loadid(local_hour timestamp)
@@ -282,7 +409,12 @@ SELECT s.system_name, h.cpu, h.hour_at,
        measure.per_second(h.dispatches, h.elapsed_us) AS dispatches_per_second,
        measure.per_second(h.disc_ios, h.elapsed_us) AS disc_ios_per_second,
        h.transactions, h.response_us / nullif(h.transactions, 0) / 1e6 AS response_seconds_avg,
-       s.os_version, e.ids->>'cpu_type' AS cpu_type, h.system_id, h.entity_id,
+       s.os_version,
+       coalesce(e.ids->>'cpu_type',            -- the system's CPU types (measuredb system set --cpu-types)
+                (SELECT ct.cpu_type FROM _measure.system_cpu_type ct
+                  WHERE ct.system_id = h.system_id AND (ct.cpu = h.cpu OR ct.cpu IS NULL)
+                  ORDER BY ct.cpu NULLS LAST LIMIT 1)) AS cpu_type,
+       h.system_id, h.entity_id,
        -- appended (a view keeps its column order): every stored statistic, minima included
        h.mqlen_min, h.swap_min, h.ibusy_min, h.sbusy_min, h.first_from_at, h.last_to_at
   FROM _measure.cpu_hour_best h
@@ -407,6 +539,15 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
   FROM _measure.userdef_hour_best h
   JOIN _measure.system s USING (system_id)
   JOIN _measure.entity e USING (entity_id)
+  -- the counter's TYPE as its measurement's CONTAB declares it (the first ADD COUNTER of the
+  -- name; ACCUM when none does): joined once per query, not looked up per row (a SECURITY
+  -- DEFINER function per row cost 7 s on a week of the reference node's 320 user counters)
+  LEFT JOIN (SELECT DISTINCT ON (m.measurement_id, upper(c.value->>'name'))
+                    m.measurement_id, upper(c.value->>'name') AS counter_name, c.value->>'type' AS ut
+               FROM _measure.measurement m,
+                    jsonb_array_elements(coalesce(m.contab->'counters', '[]')) WITH ORDINALITY c (value, n)
+              ORDER BY m.measurement_id, upper(c.value->>'name'), c.n) uc
+         ON uc.measurement_id = h.measurement_id AND uc.counter_name = upper(e.ids->>'name')
   CROSS JOIN LATERAL (
       SELECT ut AS counter_type,
              CASE WHEN ut IN ('BUSY', 'QBUSY') THEN 'busy' WHEN ut = 'QUEUE' THEN 'queue'
@@ -414,8 +555,7 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
              -- value_min/max are stored per second; convert to the TYPE's unit
              CASE WHEN ut IN ('BUSY', 'QBUSY') THEN 1e-4 WHEN ut = 'QUEUE' THEN 1e-6
                   ELSE 1 END AS factor
-        FROM (SELECT coalesce(_measure.user_counter_type(h.measurement_id, e.ids->>'name'),
-                              'ACCUM') AS ut) x) t;
+        FROM (SELECT coalesce(uc.ut, 'ACCUM') AS ut) x) t;
 GRANT SELECT ON measure.userdef_hour TO measure_writer, measure_api, measure_reader;
 COMMENT ON VIEW measure.userdef_hour IS
     'USERDEF hourly tier per process and counter element: ACCUM per second, BUSY %, QUEUE average queue length.';
@@ -639,53 +779,21 @@ DROP TRIGGER IF EXISTS threshold_zlines_deleted ON _measure.threshold;
 DROP TRIGGER IF EXISTS threshold_zlines_truncated ON _measure.threshold;
 DROP FUNCTION IF EXISTS _measure.threshold_lines_changed();
 
--- Recompute the shifts that contain the given hours, then their months and years, from the
--- hour tiers (which must already be current for those hours).
+-- The shift-tier rows of the shifts in the temporary table _aff_shift (filled by the caller:
+-- _measure.condense_upper, or a calendar change, 050-config.sql), from the hour tiers.
 -- The items of a day of 2,000 entities are ~200,000 rows: they are grouped by hashing, in
 -- memory (work_mem and enable_sort for this function only; sorting them by subject text
 -- took seconds).
-DROP FUNCTION IF EXISTS _measure.condense_upper(smallint, timestamptz[]);
-CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[],
-                                                   p_months boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION _measure.condense_shift_rows(p_system smallint)
 RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
 DECLARE
     v_lo timestamptz;
     v_hi timestamptz;
-    v_kept timestamptz;
-    v_fresh timestamptz[];
 BEGIN
-    -- hours whose hour tiers retention dropped keep everything above them as it is
-    v_kept := _measure.horizon('hour');
-    IF EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h < v_kept) THEN
-        v_fresh := _measure.fresh_hours(p_system, NULL, p_hours);
-        p_hours := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= v_kept OR h = ANY (v_fresh));
-    END IF;
-    IF cardinality(p_hours) = 0 THEN
-        RETURN;
-    END IF;
-    IF to_regclass('pg_temp._aff_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
-        CREATE TEMP TABLE _aff_shift (shift_day date, shift_no smallint,
-                                      start_at timestamptz, end_at timestamptz)
-            ON COMMIT DROP;
-    END IF;
-    PERFORM _measure.condense_shadow(p_system, p_hours);
-    PERFORM _measure.condense_breaches(p_system, p_hours);  -- and the threshold lines; 040-dashboards.sql
-    PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql
-    PERFORM _measure.condense_records(p_system, p_hours);  -- 024-record-tiers.sql
-    PERFORM _measure.condense_trend_days(p_system, ARRAY(
-        SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
-          FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));
-    TRUNCATE _aff_shift;
-    INSERT INTO _aff_shift
-    SELECT DISTINCT s.shift_day, s.shift_no, b.start_at, b.end_at
-      FROM unnest(p_hours) h
-     CROSS JOIN LATERAL _measure.shift_of(p_system, h) s
-     CROSS JOIN LATERAL _measure.shift_bounds(p_system, s.shift_day, s.shift_no) b;
     SELECT min(start_at), max(end_at) INTO v_lo, v_hi FROM _aff_shift;
     IF v_lo IS NULL THEN
         RETURN;
     END IF;
-
     DELETE FROM _measure.tier_shift t
      WHERE t.system_id = p_system AND t.shift_day = ANY (ARRAY(SELECT shift_day FROM _aff_shift))
        AND (t.shift_day, t.shift_no) IN (SELECT shift_day, shift_no FROM _aff_shift);
@@ -711,6 +819,47 @@ BEGIN
            min(i.value), max(i.value)
       FROM i JOIN a ON a.hour_at = i.hour_at
      GROUP BY i.entity, i.subject, i.item, a.shift_day, a.shift_no, a.start_at, a.end_at;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_shift_rows(smallint) TO measure_writer;
+
+-- Recompute the shifts that contain the given hours, then their months and years, from the
+-- hour tiers (which must already be current for those hours).
+DROP FUNCTION IF EXISTS _measure.condense_upper(smallint, timestamptz[]);
+CREATE OR REPLACE FUNCTION _measure.condense_upper(p_system smallint, p_hours timestamptz[],
+                                                   p_months boolean DEFAULT true)
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
+DECLARE
+    v_kept timestamptz;
+    v_fresh timestamptz[];
+BEGIN
+    -- hours whose hour tiers retention dropped keep everything above them as it is
+    v_kept := _measure.horizon('hour');
+    IF EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h < v_kept) THEN
+        v_fresh := _measure.fresh_hours(p_system, NULL, p_hours);
+        p_hours := ARRAY(SELECT h FROM unnest(p_hours) h WHERE h >= v_kept OR h = ANY (v_fresh));
+    END IF;
+    IF cardinality(p_hours) = 0 THEN
+        RETURN;
+    END IF;
+    IF to_regclass('pg_temp._aff_shift') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
+        CREATE TEMP TABLE _aff_shift (shift_day date, shift_no smallint,
+                                      start_at timestamptz, end_at timestamptz)
+            ON COMMIT DROP;
+    END IF;
+    PERFORM _measure.condense_shadow(p_system, p_hours);
+    PERFORM _measure.condense_breaches(p_system, p_hours);  -- and the threshold lines; 040-dashboards.sql
+    PERFORM _measure.condense_terminals(p_system, p_hours);  -- 040-dashboards.sql
+    PERFORM _measure.condense_records(p_system, p_hours);  -- 024-record-tiers.sql
+    PERFORM _measure.condense_trend_days(p_system, ARRAY(
+        SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
+          FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));
+    TRUNCATE _aff_shift;
+    INSERT INTO _aff_shift SELECT * FROM _measure.shifts_of_hours(p_system, p_hours);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    PERFORM _measure.condense_shift_rows(p_system);
 
     IF p_months THEN
         PERFORM _measure.condense_months(p_system, p_hours);
@@ -722,6 +871,49 @@ BEGIN
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_upper(smallint, timestamptz[], boolean) TO measure_writer;
+
+-- The month-level rows that come from the shift level, of the given local months and shift
+-- numbers: the monthly terminal and threshold rollups (of those shift numbers) from their
+-- shift rows, the month tier (every shift number of those months) from the shift tier, and
+-- the year tier of their years from the month tier.
+CREATE OR REPLACE FUNCTION _measure.condense_month_rows(p_system smallint, p_months date[], p_nos smallint[])
+RETURNS void LANGUAGE plpgsql SET work_mem = '256MB' SET enable_sort = off AS $$
+BEGIN
+    IF p_months IS NULL OR cardinality(p_months) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM _measure.terminal_months(p_system, p_months, p_nos);
+    IF EXISTS (SELECT 1 FROM _measure.breach_state WHERE system_id = p_system) THEN
+        PERFORM _measure.threshold_months(p_system, p_months, p_nos);
+    END IF;
+    DELETE FROM _measure.tier_month t
+     WHERE t.system_id = p_system
+       AND t.month = ANY (p_months);
+    INSERT INTO _measure.tier_month (system_id, entity, subject, item, month, shift_no, shifts, hours,
+                                     shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
+    SELECT p_system, entity, subject, item, date_trunc('month', shift_day)::date, shift_no,
+           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
+           min(vmin), max(vmax), max(vmax - vmin)
+      FROM _measure.tier_shift
+     WHERE system_id = p_system
+       AND date_trunc('month', shift_day)::date = ANY (p_months)
+     GROUP BY entity, subject, item, date_trunc('month', shift_day)::date, shift_no;
+
+    DELETE FROM _measure.tier_year t
+     WHERE t.system_id = p_system
+       AND t.year IN (SELECT DISTINCT extract(year FROM m)::smallint FROM unnest(p_months) m);
+    INSERT INTO _measure.tier_year (system_id, entity, subject, item, year, shift_no, months, hours,
+                                    shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
+    SELECT p_system, entity, subject, item, extract(year FROM month)::smallint, shift_no,
+           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
+           min(vmin), max(vmax), max(delt_max)
+      FROM _measure.tier_month
+     WHERE system_id = p_system
+       AND extract(year FROM month)::smallint IN (SELECT DISTINCT extract(year FROM m)::smallint FROM unnest(p_months) m)
+     GROUP BY entity, subject, item, extract(year FROM month)::smallint, shift_no;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_month_rows(smallint, date[], smallint[]) TO measure_writer;
 
 -- The month-level rows of the months (and years) the given hours lie in, each from the rows
 -- of the day level below it: the month and year tiers from the shift tier, the month rows of
@@ -745,47 +937,12 @@ BEGIN
     END IF;
     TRUNCATE _aff_shift;
     INSERT INTO _aff_shift
-    SELECT DISTINCT s.shift_day, s.shift_no, b.start_at, b.end_at
-      FROM unnest(p_hours) h
-     CROSS JOIN LATERAL _measure.shift_of(p_system, h) s
-     CROSS JOIN LATERAL _measure.shift_bounds(p_system, s.shift_day, s.shift_no) b
+    SELECT s.* FROM _measure.shifts_of_hours(p_system, p_hours) s
      -- a month whose first days retention dropped keeps the rows it has
      WHERE NOT isfinite(v_kept) OR date_trunc('month', s.shift_day)::date >= (v_kept AT TIME ZONE 'UTC')::date;
     PERFORM _measure.condense_records_months(p_system, p_hours);
-    PERFORM _measure.terminal_months(p_system, ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift),
-                                     ARRAY(SELECT DISTINCT shift_no FROM _aff_shift));
-    IF EXISTS (SELECT 1 FROM _measure.breach_state WHERE system_id = p_system) THEN
-        PERFORM _measure.threshold_months(p_system,
-                                          ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift),
-                                          ARRAY(SELECT DISTINCT shift_no FROM _aff_shift));
-    END IF;
-    DELETE FROM _measure.tier_month t
-     WHERE t.system_id = p_system
-       AND t.month IN (SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift);
-    INSERT INTO _measure.tier_month (system_id, entity, subject, item, month, shift_no, shifts, hours,
-                                     shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
-    SELECT p_system, entity, subject, item, date_trunc('month', shift_day)::date, shift_no,
-           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
-           min(vmin), max(vmax), max(vmax - vmin)
-      FROM _measure.tier_shift
-     WHERE system_id = p_system
-       AND date_trunc('month', shift_day)::date IN
-           (SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift)
-     GROUP BY entity, subject, item, date_trunc('month', shift_day)::date, shift_no;
-
-    DELETE FROM _measure.tier_year t
-     WHERE t.system_id = p_system
-       AND t.year IN (SELECT DISTINCT extract(year FROM shift_day)::smallint FROM _aff_shift);
-    INSERT INTO _measure.tier_year (system_id, entity, subject, item, year, shift_no, months, hours,
-                                    shift_hours, samples, elapsed_us, wsum, weight, vmin, vmax, delt_max)
-    SELECT p_system, entity, subject, item, extract(year FROM month)::smallint, shift_no,
-           count(*), sum(hours), sum(shift_hours), sum(samples), sum(elapsed_us), sum(wsum), sum(weight),
-           min(vmin), max(vmax), max(delt_max)
-      FROM _measure.tier_month
-     WHERE system_id = p_system
-       AND extract(year FROM month)::smallint IN
-           (SELECT DISTINCT extract(year FROM shift_day)::smallint FROM _aff_shift)
-     GROUP BY entity, subject, item, extract(year FROM month)::smallint, shift_no;
+    PERFORM _measure.condense_month_rows(p_system, ARRAY(SELECT DISTINCT date_trunc('month', shift_day)::date FROM _aff_shift),
+                                         ARRAY(SELECT DISTINCT shift_no FROM _aff_shift));
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_months(smallint, timestamptz[]) TO measure_writer;

@@ -21,9 +21,13 @@ $$;
 REVOKE ALL ON FUNCTION measure.system_id_of(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.system_id_of(text) TO measure_writer, measure_api, measure_reader;
 
--- The thresholds in force for a system: its own rows, else the defaults.
+-- The thresholds in force for a system: its own rows, else the defaults. A system that has a
+-- row of its own for an (entity, item, operator), of any shift, takes none of the defaults for
+-- it; a row that is not enabled switches the threshold off. shift_no: the threshold holds for
+-- the hours of that shift (NULL: of every shift without a threshold of its own on the same
+-- entity, item and operator; _measure.threshold_by_shift resolves that).
 CREATE OR REPLACE VIEW measure.threshold AS
-SELECT s.system_name, t.entity, t.item, t.operator, t.limit_value, t.help, s.system_id
+SELECT s.system_name, t.entity, t.item, t.operator, t.limit_value, t.help, s.system_id, t.shift_no
   FROM _measure.system s
   JOIN _measure.threshold t ON t.system_id = s.system_id
     OR (t.system_id IS NULL AND NOT EXISTS (
@@ -32,6 +36,33 @@ SELECT s.system_name, t.entity, t.item, t.operator, t.limit_value, t.help, s.sys
                AND o.operator = t.operator))
  WHERE t.enabled;
 GRANT SELECT ON measure.threshold TO measure_writer, measure_api, measure_reader;
+
+-- The threshold rows each system takes (as measure.threshold), enabled or not.
+CREATE OR REPLACE VIEW _measure.threshold_owned AS
+SELECT s.system_id, t.threshold_id, t.entity, t.item, t.operator, t.shift_no, t.limit_value, t.enabled,
+       t.help, t.system_id IS NOT NULL AS own
+  FROM _measure.system s
+  JOIN _measure.threshold t ON t.system_id = s.system_id
+    OR (t.system_id IS NULL AND NOT EXISTS (
+            SELECT 1 FROM _measure.threshold o
+             WHERE o.system_id = s.system_id AND o.entity = t.entity AND o.item = t.item
+               AND o.operator = t.operator));
+GRANT SELECT ON _measure.threshold_owned TO measure_writer;
+
+-- The thresholds that hold for the hours of each shift number of each system: per (entity,
+-- item, operator) the row of that shift, else the row of every shift; one that is not enabled
+-- holds nothing. Hours in no shift are not evaluated (as the shift reports leave them out).
+CREATE OR REPLACE VIEW _measure.threshold_by_shift AS
+SELECT o.system_id, n.shift_no::smallint AS shift_no, o.entity, o.item, o.operator, o.limit_value
+  FROM _measure.threshold_owned o
+ CROSS JOIN generate_series(1, 9) n (shift_no)
+ WHERE o.enabled
+   AND (o.shift_no = n.shift_no
+        OR (o.shift_no IS NULL AND NOT EXISTS (
+                SELECT 1 FROM _measure.threshold_owned x
+                 WHERE x.system_id = o.system_id AND x.entity = o.entity AND x.item = o.item
+                   AND x.operator = o.operator AND x.shift_no = n.shift_no)));
+GRANT SELECT ON _measure.threshold_by_shift TO measure_writer;
 
 CREATE OR REPLACE FUNCTION measure.breaks(value numeric, operator text, limit_value numeric)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -78,7 +109,8 @@ BEGIN
                        'HH24:MI'),
                sh.shift_no, b.item, b.value, b.operator, b.limit_value
           FROM _measure.hour_breach b
-         CROSS JOIN LATERAL _measure.shift_of(v_sys, b.hour_at) sh
+          JOIN _measure.shift_hours(v_sys, (p_day + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day',
+                                    (p_day + 3 + time '00:00') AT TIME ZONE 'UTC') sh ON sh.hour_at = b.hour_at
          WHERE b.system_id = v_sys AND b.entity = p_entity
            -- every hour of shift day p_day lies in [p_day 00:00, p_day + 2 00:00) local time
            AND b.hour_at >= (p_day + time '00:00') AT TIME ZONE (SELECT s.time_zone FROM _measure.system s WHERE s.system_id = v_sys)
@@ -96,8 +128,10 @@ BEGIN
                  WHERE v.system_id = $1
                    AND v.hour_at >= ($2 - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day'
                    AND v.hour_at < ($2 + 3 + time '00:00') AT TIME ZONE 'UTC') h
-         CROSS JOIN LATERAL _measure.shift_of($1, h.hour_at) sh
-          JOIN measure.threshold t ON t.system_id = $1 AND t.entity = %3$L AND t.item = h.item
+          JOIN _measure.shift_hours($1, ($2 - 1 + time '00:00') AT TIME ZONE 'UTC' - INTERVAL '1 day',
+                                    ($2 + 3 + time '00:00') AT TIME ZONE 'UTC') sh ON sh.hour_at = h.hour_at
+          JOIN _measure.threshold_by_shift t ON t.system_id = $1 AND t.shift_no = sh.shift_no
+           AND t.entity = %3$L AND t.item = h.item
          WHERE sh.shift_day = $2 AND ($3 IS NULL OR sh.shift_no = $3)
            AND measure.breaks(h.value, t.operator, t.limit_value)
          ORDER BY h.subject, h.hour_at, t.item$q$,
@@ -119,8 +153,9 @@ GRANT EXECUTE ON FUNCTION measure.report_threshold_items(text, date, integer, te
 -- While the system's violations stored at condense time are complete (_measure.breach_state)
 -- the report reads the lines decided then (_measure.threshold_line, 070-tiers-upkeep.sql):
 -- the lines of the 48 hours around the shift day (one index range), each hour placed in its
--- shift once; time of day and OS version are joined here. Otherwise (thresholds just edited,
--- until the next condensing) it evaluates every threshold on the hour tier
+-- shift (the calendar's hours of the range, joined by hour); time of day and OS version are
+-- joined here. Otherwise (thresholds just edited, until the next condensing) it evaluates every
+-- threshold on the hour tier
 -- (measure.report_threshold_items). Both give the same rows (tests/queries/test_reports.py).
 CREATE OR REPLACE FUNCTION measure.report_threshold(p_system text, p_day date, p_shift integer DEFAULT NULL)
 RETURNS TABLE (cpu smallint, time_of_day text, hour_at timestamptz, shift_no smallint,
@@ -148,9 +183,8 @@ BEGIN
             SELECT t.* FROM _measure.threshold_line t
              WHERE t.system_id = v_sys AND t.hour_at >= v_lo AND t.hour_at < v_hi),
         hrs AS MATERIALIZED (
-            SELECT x.hour_at, sh.shift_no
-              FROM (SELECT DISTINCT l.hour_at FROM l) x
-             CROSS JOIN LATERAL _measure.shift_of(v_sys, x.hour_at) sh
+            SELECT sh.hour_at, sh.shift_no
+              FROM _measure.shift_hours(v_sys, v_lo, v_hi) sh
              WHERE sh.shift_day = p_day AND (p_shift IS NULL OR sh.shift_no = p_shift))
         SELECT l.cpu, to_char(l.hour_at AT TIME ZONE v_tz, 'HH24:MI'), l.hour_at, hrs.shift_no,
                l.qlen_max, l.qlen_delt, l.swap_max, l.busy_max, l.busy_delt, l.ibusy_max,
@@ -187,7 +221,10 @@ RETURNS TABLE (system_name text, day date, loadid text, cpu smallint, cpu_type t
                busy_max numeric, busy_delt numeric)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT s.system_name, t.day, measure.loadid(t.hour_at AT TIME ZONE s.time_zone), t.cpu,
-           e.ids->>'cpu_type', s.os_version, t.qlen_max, t.qlen_delt, t.swap_max, t.busy_max,
+           coalesce(e.ids->>'cpu_type',
+                    (SELECT ct.cpu_type FROM _measure.system_cpu_type ct
+                      WHERE ct.system_id = t.system_id AND (ct.cpu = t.cpu OR ct.cpu IS NULL)
+                      ORDER BY ct.cpu NULLS LAST LIMIT 1)), s.os_version, t.qlen_max, t.qlen_delt, t.swap_max, t.busy_max,
            t.busy_delt
       FROM _measure.cpu_trend_day t
       JOIN _measure.system s ON s.system_id = t.system_id

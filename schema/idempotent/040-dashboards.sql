@@ -53,13 +53,33 @@
 
 -- ---------------------------------------------------------------- shifts, tiers, days
 
+-- The shifts in force today (in each system's time zone): the calendar version of today
+-- (schema/110-calendar.sql), one row per shift number with its first weekday's times, and its
+-- holiday shift (no times); the base shifts (_measure.shift: the system's own, else the
+-- defaults) before a system's first version. The full calendar: measure.calendar_shift.
 CREATE OR REPLACE VIEW measure.shift AS
-SELECT s.system_name, ss.shift_no, ss.name, ss.begin_time, ss.end_time, ss.crosses_midnight,
-       ss.system_id
-  FROM _measure.system_shift ss JOIN _measure.system s USING (system_id);
+WITH cur AS (
+    SELECT s.system_id, s.system_name,
+           (SELECT c.calendar_id FROM _measure.calendar c
+             WHERE c.system_id = s.system_id AND c.effective_from <= (now() AT TIME ZONE s.time_zone)::date
+             ORDER BY c.effective_from DESC LIMIT 1) AS calendar_id
+      FROM _measure.system s)
+SELECT cur.system_name, ss.shift_no, ss.name, ss.begin_time, ss.end_time, ss.crosses_midnight, cur.system_id
+  FROM cur JOIN _measure.system_shift ss ON ss.system_id = cur.system_id
+ WHERE cur.calendar_id IS NULL
+UNION ALL
+SELECT x.system_name, x.shift_no, x.name, x.begin_time, x.end_time, x.crosses_midnight, x.system_id
+  FROM (SELECT DISTINCT ON (cur.system_id, cs.shift_no) cur.system_name, cs.shift_no, cs.name, cs.begin_time,
+               cs.end_time, cs.end_time <= cs.begin_time AS crosses_midnight, cur.system_id
+          FROM cur JOIN _measure.calendar_shift cs ON cs.calendar_id = cur.calendar_id
+         ORDER BY cur.system_id, cs.shift_no, cs.weekday) x
+UNION ALL
+SELECT cur.system_name, c.holiday_shift, c.holiday_name, NULL::time, NULL::time, NULL::boolean, cur.system_id
+  FROM cur JOIN _measure.calendar c ON c.calendar_id = cur.calendar_id
+ WHERE c.holiday_shift IS NOT NULL;
 GRANT SELECT ON measure.shift TO measure_writer, measure_api, measure_reader;
 COMMENT ON VIEW measure.shift IS
-    'Shifts in force per system (its own, else the defaults): number, name, local [begin, end).';
+    'Shifts in force today per system (calendar version of today, else its own base shifts, else the defaults): number, name, local [begin, end) (of the first weekday that has it; the holiday shift has none).';
 
 CREATE OR REPLACE FUNCTION measure.dashboard_tier(p_from timestamptz, p_to timestamptz)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -107,9 +127,6 @@ DECLARE
     join_e text;
     with_ct text;
     r record;
-    in_shift text := 'CASE WHEN ss.crosses_midnight '
-                     'THEN h.local_hour::time >= ss.begin_time OR h.local_hour::time < ss.end_time '
-                     'ELSE h.local_hour::time >= ss.begin_time AND h.local_hour::time < ss.end_time END';
 BEGIN
     FOREACH ent IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
         -- the subject columns as the views measure.<entity>_shift / _month name them
@@ -149,7 +166,7 @@ BEGIN
         END IF;
         ret := 'bucket_at timestamptz, tier text, shift_no smallint';
         sel_h := 'h.hour_at, ''hour''::text, ss.shift_no';
-        sel_s := '(v.shift_day + ss.begin_time) AT TIME ZONE ss.time_zone, ''shift''::text, v.shift_no';
+        sel_s := 'ss.start_at, ''shift''::text, v.shift_no';
         sel_m := '(v.month + time ''00:00'') AT TIME ZONE s.time_zone, ''month''::text, NULL::smallint';
         grp := 'v.month, s.time_zone';
         subj_sel := '';
@@ -206,7 +223,9 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
     SET plan_cache_mode = force_custom_plan AS $body$%10$s
     SELECT %3$s
       FROM measure.%4$I h
-      JOIN _measure.system_shift ss ON ss.system_id = h.system_id AND %5$s
+      -- the shift of every hour of the range (the calendar: weekday shifts, holidays, versions)
+      JOIN _measure.shift_hours((SELECT measure.system_id_of(p_system)), p_from,
+                                p_to + INTERVAL '1 microsecond') ss ON ss.hour_at = h.hour_at
      WHERE measure.dashboard_tier(p_from, p_to) = 'hour'
        AND h.system_id = (SELECT measure.system_id_of(p_system))
        AND h.hour_at >= p_from AND h.hour_at <= p_to
@@ -224,9 +243,10 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
                        AND (p_items IS NULL OR t.item = ANY (p_items))
                      GROUP BY t.system_id, t.subject, t.shift_day, t.shift_no) g%9$s
              OFFSET 0) v
-      JOIN _measure.system_shift ss ON ss.system_id = v.system_id AND ss.shift_no = v.shift_no
-     WHERE (v.shift_day + ss.begin_time) AT TIME ZONE ss.time_zone >= p_from
-       AND (v.shift_day + ss.begin_time) AT TIME ZONE ss.time_zone <= p_to
+      JOIN _measure.shifts_between((SELECT measure.system_id_of(p_system)), p_from - INTERVAL '2 days',
+                                   p_to + INTERVAL '2 days') ss ON ss.shift_day = v.shift_day AND ss.shift_no = v.shift_no
+     WHERE measure.dashboard_tier(p_from, p_to) = 'shift'
+       AND ss.start_at >= p_from AND ss.start_at <= p_to
     UNION ALL
     SELECT %8$s
       FROM (SELECT g.*%13$s
@@ -246,7 +266,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
      GROUP BY %12$s
      ORDER BY 1, 4
 $body$$f$,
-            ent || '_series', ret, sel_h, ent || '_hour', in_shift, sel_s, piv, sel_m, join_e, with_ct, ent, grp,
+            ent || '_series', ret, sel_h, ent || '_hour', NULL, sel_s, piv, sel_m, join_e, with_ct, ent, grp,
             subj_sel);
         EXECUTE format('REVOKE ALL ON FUNCTION measure.%I(text, timestamptz, timestamptz, integer[], text[]) FROM PUBLIC',
                        ent || '_series');
@@ -307,31 +327,26 @@ GRANT EXECUTE ON FUNCTION _measure.threshold_subject(text) TO measure_writer;
 
 -- The query that evaluates those items on the hour rows: parameters $1 system (NULL: all),
 -- $2/$3 the range of hour_at, $4 only the broken rows (when true), $5 only these hours
--- (NULL: all of the range). Columns as measure.threshold_check returns them. p_store: every
--- hour whatever its shift (shift_no NULL: shifts are data, the readers join them) and
--- unordered.
+-- (NULL: all of the range). Columns as measure.threshold_check returns them. Each hour is
+-- evaluated against the thresholds of its shift (_measure.threshold_by_shift; hours in no
+-- shift are not evaluated). p_store: unordered.
 DROP FUNCTION IF EXISTS _measure.threshold_query(text, text);
 CREATE OR REPLACE FUNCTION _measure.threshold_query(p_entity text, p_items text, p_store boolean DEFAULT false)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT format($q$
-        SELECT v.system_name, %1$L::text, %2$s, v.hour_at, %5$s,
+        SELECT v.system_name, %1$L::text, %2$s, v.hour_at, ss.shift_no,
                x.item, x.value, t.operator, t.limit_value,
                coalesce(measure.breaks(x.value, t.operator, t.limit_value), false)
-          FROM measure.%3$I v%6$s
+          FROM measure.%3$I v
+          JOIN _measure.shift_hours($1, $2, $3 + INTERVAL '1 microsecond') ss
+            ON ss.system_id = v.system_id AND ss.hour_at = v.hour_at
          CROSS JOIN LATERAL (VALUES %4$s) x (item, value)
-          JOIN measure.threshold t ON t.system_id = v.system_id AND t.entity = %1$L AND t.item = x.item
+          JOIN _measure.threshold_by_shift t ON t.system_id = v.system_id AND t.shift_no = ss.shift_no
+           AND t.entity = %1$L AND t.item = x.item
          WHERE ($1 IS NULL OR v.system_id = $1) AND v.hour_at >= $2 AND v.hour_at <= $3
            AND ($4 IS NOT TRUE OR measure.breaks(x.value, t.operator, t.limit_value))
-           AND ($5 IS NULL OR v.hour_at = ANY ($5))%7$s$q$,
+           AND ($5 IS NULL OR v.hour_at = ANY ($5))%5$s$q$,
         p_entity, _measure.threshold_subject(p_entity), p_entity || '_hour', p_items,
-        CASE WHEN p_store THEN 'NULL::smallint' ELSE 'ss.shift_no' END,
-        -- the local time of day once per row (OFFSET 0 keeps it from being inlined into every
-        -- comparison with every shift: a time zone conversion each)
-        CASE WHEN p_store THEN '' ELSE $j$
-         CROSS JOIN LATERAL (SELECT v.local_hour::time AS t OFFSET 0) lt
-          JOIN _measure.system_shift ss ON ss.system_id = v.system_id
-           AND CASE WHEN ss.crosses_midnight THEN lt.t >= ss.begin_time OR lt.t < ss.end_time
-                    ELSE lt.t >= ss.begin_time AND lt.t < ss.end_time END$j$ END,
         CASE WHEN p_store THEN '' ELSE $o$
          ORDER BY v.hour_at, 3, x.item$o$ END)
 $$;
@@ -368,10 +383,7 @@ BEGIN
                b.operator, b.limit_value, true
           FROM _measure.hour_breach b
           JOIN _measure.system s ON s.system_id = b.system_id
-         CROSS JOIN LATERAL (SELECT (b.hour_at AT TIME ZONE s.time_zone)::time AS t OFFSET 0) lt
-          JOIN _measure.system_shift ss ON ss.system_id = b.system_id
-           AND CASE WHEN ss.crosses_midnight THEN lt.t >= ss.begin_time OR lt.t < ss.end_time
-                    ELSE lt.t >= ss.begin_time AND lt.t < ss.end_time END
+          JOIN _measure.shift_hours(v_sys, p_from, p_to + INTERVAL '1 microsecond') ss ON ss.hour_at = b.hour_at
          WHERE b.system_id = v_sys AND b.hour_at >= p_from AND b.hour_at <= p_to
            AND (p_entity IS NULL OR b.entity = p_entity) AND (p_item IS NULL OR b.item = p_item)
          ORDER BY b.entity, b.hour_at, b.subject, b.item;
@@ -412,23 +424,8 @@ GRANT EXECUTE ON FUNCTION measure.threshold_check(text, timestamptz, timestamptz
 -- threshold edit an exclusive one: a condensing that started before the edit commits
 -- before the edit re-evaluates, and one that starts after it sees the new thresholds.
 
--- Every shift of the system that overlaps [p_from, p_to) (the shifts in force; a shift that
--- crosses midnight belongs to the day it began; DST: 7- or 9-hour shifts).
-CREATE OR REPLACE FUNCTION _measure.shifts_between(p_system smallint, p_from timestamptz, p_to timestamptz)
-RETURNS TABLE (shift_day date, shift_no smallint, start_at timestamptz, end_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT b.shift_day, b.shift_no, b.start_at, b.end_at
-      FROM _measure.system_shift ss
-     CROSS JOIN LATERAL generate_series((p_from AT TIME ZONE ss.time_zone)::date - 1,
-                                        (p_to AT TIME ZONE ss.time_zone)::date, INTERVAL '1 day') d
-     CROSS JOIN LATERAL (
-           SELECT d::date AS shift_day, ss.shift_no,
-                  (d::date + ss.begin_time) AT TIME ZONE ss.time_zone AS start_at,
-                  (d::date + CASE WHEN ss.crosses_midnight THEN 1 ELSE 0 END + ss.end_time)
-                      AT TIME ZONE ss.time_zone AS end_at) b
-     WHERE ss.system_id = p_system AND b.start_at < p_to AND b.end_at > p_from
-$$;
-GRANT EXECUTE ON FUNCTION _measure.shifts_between(smallint, timestamptz, timestamptz) TO measure_writer;
+-- (_measure.shifts_between, every shift of a system that overlaps a range: 020-tiers.sql, with
+-- the calendar it reads.)
 
 -- Evaluate the threshold items of one system on every hour of the shifts in the temporary
 -- table _thr_shift (filled by the caller), only of the entity types p_entities (NULL: all),
@@ -452,21 +449,18 @@ BEGIN
         RETURN;
     END IF;
     IF to_regclass('pg_temp._thr_rule') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
-        CREATE TEMP TABLE _thr_rule (entity text, item text, operator text, limit_value numeric)
-            ON COMMIT DROP;
+        CREATE TEMP TABLE _thr_rule (entity text, item text, operator text, limit_value numeric,
+                                     shift_no smallint) ON COMMIT DROP;
     END IF;
     IF to_regclass('pg_temp._thr_val') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
         CREATE TEMP TABLE _thr_val (entity text, subject text, hour_at timestamptz, item text,
-                                    value numeric, broken boolean) ON COMMIT DROP;
+                                    value numeric, broken boolean, shift_no smallint) ON COMMIT DROP;
     END IF;
     IF to_regclass('pg_temp._thr_hour') IS NULL THEN  -- (IF NOT EXISTS would NOTICE on every call)
         CREATE TEMP TABLE _thr_hour (shift_day date, shift_no smallint, start_at timestamptz,
                                      end_at timestamptz, hour_at timestamptz) ON COMMIT DROP;
     END IF;
     TRUNCATE _thr_rule, _thr_val, _thr_hour;
-    INSERT INTO _thr_rule
-    SELECT t.entity, t.item, t.operator, t.limit_value FROM measure.threshold t
-     WHERE t.system_id = p_system AND (p_entities IS NULL OR t.entity = ANY (p_entities));
     -- every UTC hour start inside each shift
     INSERT INTO _thr_hour
     SELECT a.shift_day, a.shift_no, a.start_at, a.end_at, h
@@ -476,6 +470,11 @@ BEGIN
                     TIMESTAMPTZ '2000-01-01 00:00:00+00'),
            a.end_at - INTERVAL '1 microsecond', INTERVAL '1 hour') h;
     v_hours := ARRAY(SELECT DISTINCT hour_at FROM _thr_hour);
+    -- the thresholds that hold for the hours of each of those shift numbers
+    INSERT INTO _thr_rule
+    SELECT t.entity, t.item, t.operator, t.limit_value, t.shift_no FROM _measure.threshold_by_shift t
+     WHERE t.system_id = p_system AND (p_entities IS NULL OR t.entity = ANY (p_entities))
+       AND t.shift_no IN (SELECT DISTINCT shift_no FROM _thr_hour);
     FOR v_ent IN SELECT DISTINCT entity FROM _thr_rule ORDER BY 1 LOOP
         v_items := _measure.threshold_items(p_system, v_ent, NULL);
         CONTINUE WHEN v_items IS NULL;
@@ -483,8 +482,11 @@ BEGIN
             INSERT INTO _thr_val
             SELECT %1$L, %2$s, v.hour_at, x.item, x.value,
                    coalesce((SELECT bool_or(measure.breaks(x.value, r.operator, r.limit_value))
-                               FROM _thr_rule r WHERE r.entity = %1$L AND r.item = x.item), false)
+                               FROM _thr_rule r WHERE r.entity = %1$L AND r.item = x.item
+                                AND r.shift_no = a.shift_no), false),
+                   a.shift_no
               FROM measure.%3$I v
+              JOIN _thr_hour a ON a.hour_at = v.hour_at
              CROSS JOIN LATERAL (VALUES %4$s) x (item, value)
              WHERE v.system_id = $1 AND v.hour_at >= $2 AND v.hour_at < $3 AND v.hour_at = ANY ($4)$q$,
             v_ent, _measure.threshold_subject(v_ent), v_ent || '_hour', v_items)
@@ -496,7 +498,7 @@ BEGIN
        AND (p_entities IS NULL OR b.entity = ANY (p_entities));
     INSERT INTO _measure.hour_breach (system_id, entity, subject, hour_at, item, value, operator, limit_value)
     SELECT p_system, v.entity, v.subject, v.hour_at, v.item, v.value, r.operator, r.limit_value
-      FROM _thr_val v JOIN _thr_rule r ON r.entity = v.entity AND r.item = v.item
+      FROM _thr_val v JOIN _thr_rule r ON r.entity = v.entity AND r.item = v.item AND r.shift_no = v.shift_no
      WHERE v.broken AND measure.breaks(v.value, r.operator, r.limit_value);
 
     DELETE FROM _measure.threshold_rollup t USING _thr_shift a
@@ -509,9 +511,11 @@ BEGIN
            count(v.value), max(v.value), min(v.value), count(*) FILTER (WHERE v.broken), r.rules, r.low
       FROM _thr_val v
       JOIN _thr_hour a ON a.hour_at = v.hour_at
-      JOIN (SELECT entity, item, string_agg(operator || ' ' || limit_value, ', ' ORDER BY operator) AS rules,
+      JOIN (SELECT entity, item, shift_no,
+                   string_agg(operator || ' ' || limit_value, ', ' ORDER BY operator) AS rules,
                    bool_and(operator IN ('<', '<=')) AS low
-              FROM _thr_rule GROUP BY entity, item) r ON r.entity = v.entity AND r.item = v.item
+              FROM _thr_rule GROUP BY entity, item, shift_no) r
+        ON r.entity = v.entity AND r.item = v.item AND r.shift_no = a.shift_no
      GROUP BY v.entity, v.item, v.subject, a.start_at, a.shift_no, a.end_at, a.shift_day, r.rules, r.low
     UNION ALL
     -- '*': the hours of the subject that broke any of its thresholds
@@ -639,10 +643,7 @@ BEGIN
                                       end_at timestamptz) ON COMMIT DROP;
     END IF;
     TRUNCATE _thr_shift;
-    INSERT INTO _thr_shift
-    SELECT s.* FROM _measure.shifts_between(p_system, (SELECT min(h) FROM unnest(p_hours) h),
-                                            (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') s
-     WHERE EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h >= s.start_at AND h < s.end_at);
+    INSERT INTO _thr_shift SELECT s.* FROM _measure.shifts_of_hours(p_system, p_hours) s;
     BEGIN
         PERFORM _measure.threshold_resolve(p_system, NULL, false);  -- months: _measure.condense_months
         PERFORM _measure.condense_threshold_lines(p_system, p_hours);
@@ -777,7 +778,7 @@ BEGIN
            string_agg(r.item || ' ' || r.rules || ' (' || r.broken_hours || ' h)', ', ' ORDER BY r.item)
                FILTER (WHERE r.broken_hours > 0)
       FROM _measure.threshold_rollup a
-      LEFT JOIN _measure.system_shift ss ON ss.system_id = a.system_id AND ss.shift_no = a.shift_no
+      LEFT JOIN _measure.shift_name ss ON ss.system_id = a.system_id AND ss.shift_no = a.shift_no
       JOIN _measure.threshold_rollup r
         ON r.system_id = a.system_id AND r.grain = a.grain AND r.entity = 'cpu' AND r.item <> '*'
        AND r.start_at = a.start_at AND r.shift_no = a.shift_no AND r.subject = a.subject
@@ -841,7 +842,7 @@ BEGIN
                AND (v_tier = 'shift' OR (r.start_at < p_to AND r.end_at > p_from))
            AND (p_shifts IS NULL OR r.shift_no = ANY (p_shifts))
            AND (p_subjects IS NULL OR r.subject = ANY (p_subjects))),
-    t AS (SELECT t.operator, t.limit_value FROM measure.threshold t
+    t AS (SELECT t.shift_no, t.operator, t.limit_value FROM _measure.threshold_by_shift t
            WHERE t.system_id = v_sys AND t.entity = p_entity AND t.item = p_item),
     low AS (SELECT coalesce(bool_and(t.operator IN ('<', '<=')), false) AS low FROM t),
     top AS (
@@ -850,7 +851,7 @@ BEGIN
          LIMIT p_top)
     SELECT r.start_at, v_tier, r.shift_no, r.subject,
            CASE WHEN t.operator IN ('<', '<=') THEN r.vmin ELSE r.vmax END, t.operator, t.limit_value
-      FROM r CROSS JOIN t
+      FROM r JOIN t ON t.shift_no = r.shift_no
      WHERE p_top IS NULL OR r.subject IN (SELECT top.subject FROM top)
      ORDER BY 1, 4, 6;
 END
@@ -999,10 +1000,7 @@ BEGIN
                                        end_at timestamptz) ON COMMIT DROP;
     END IF;
     TRUNCATE _term_shift;
-    INSERT INTO _term_shift
-    SELECT s.* FROM _measure.shifts_between(p_system, (SELECT min(h) FROM unnest(p_hours) h),
-                                            (SELECT max(h) FROM unnest(p_hours) h) + INTERVAL '1 hour') s
-     WHERE EXISTS (SELECT 1 FROM unnest(p_hours) h WHERE h >= s.start_at AND h < s.end_at);
+    INSERT INTO _term_shift SELECT s.* FROM _measure.shifts_of_hours(p_system, p_hours) s;
     DELETE FROM _measure.terminal_rollup t USING _term_shift a
      WHERE t.system_id = p_system AND t.grain = 'shift' AND t.start_at >= a.start_at AND t.start_at < a.end_at;
     INSERT INTO _measure.terminal_rollup (system_id, grain, start_at, shift_no, entity_id, end_at, bucket, hours,
@@ -1059,24 +1057,19 @@ CREATE OR REPLACE FUNCTION _measure.terminal_rows(p_system smallint, p_tier text
 RETURNS TABLE (bucket_at timestamptz, shift_no smallint, entity_id bigint, hours bigint, elapsed_us bigint,
                requests bigint, transactions bigint, bytes bigint, response_us bigint, response_max_us numeric)
 LANGUAGE sql STABLE AS $$
-    WITH hs AS MATERIALIZED (     -- the hours of the range with their shift (a time zone conversion per hour)
-        SELECT g AS hour_at, ss.shift_no
-          FROM _measure.system_shift ss
-         CROSS JOIN generate_series(date_bin(INTERVAL '1 hour', p_from, TIMESTAMPTZ '2000-01-01 00:00:00+00'),
-                                    p_to, INTERVAL '1 hour') g
-         WHERE p_tier = 'hour' AND ss.system_id = p_system AND g >= p_from
-           AND CASE WHEN ss.crosses_midnight
-                    THEN (g AT TIME ZONE ss.time_zone)::time >= ss.begin_time OR (g AT TIME ZONE ss.time_zone)::time < ss.end_time
-                    ELSE (g AT TIME ZONE ss.time_zone)::time >= ss.begin_time AND (g AT TIME ZONE ss.time_zone)::time < ss.end_time END
-           AND (p_shifts IS NULL OR ss.shift_no = ANY (p_shifts)))
-    -- the terminals (and their line) are joined by hashing: a line filter is no index condition
+    WITH hs AS MATERIALIZED (     -- the hours of the range with their shift (the calendar)
+        SELECT ss.hour_at, ss.shift_no
+          FROM _measure.shift_hours(p_system, p_from, p_to + INTERVAL '1 microsecond') ss
+         WHERE p_tier = 'hour' AND (p_shifts IS NULL OR ss.shift_no = ANY (p_shifts)))
+    -- the terminals of the lines asked for; no lookup at all when every line is (p_lines NULL,
+    -- see terminal_lines: a week of 1,600 terminals is 268,800 hour rows)
     SELECT h.hour_at, hs.shift_no, h.entity_id, 1::bigint, h.elapsed_us, h.requests, h.transactions,
            h.input_bytes + h.output_bytes, h.response_us, h.response_max_us
       FROM _measure.terminal_hour h
       JOIN hs ON hs.hour_at = h.hour_at
-      JOIN _measure.entity e ON e.entity_id = h.entity_id
      WHERE p_tier = 'hour' AND h.system_id = p_system AND h.hour_at >= p_from AND h.hour_at <= p_to
-       AND (p_lines IS NULL OR e.ids->>'line_name' = ANY (p_lines))
+       AND (p_lines IS NULL OR h.entity_id IN (SELECT e.entity_id FROM _measure.entity e
+                                                WHERE e.system_id = p_system AND e.ids->>'line_name' = ANY (p_lines)))
     UNION ALL
     SELECT r.start_at, r.shift_no, r.entity_id, r.hours::bigint, r.elapsed_us, r.requests, r.transactions,
            r.input_bytes + r.output_bytes, r.response_us, r.response_max_us

@@ -15,13 +15,18 @@ from tests.api.conftest import make_client
 
 CONTAB = {"descriptors": [{"type": "CPU"}]}
 PATH_VALUES = {"measurement_id": "{mid}", "entity": "cpu", "tier": "hour", "run_id": "1",
-               "report": "threshold", "retention_class": "raw"}
+               "report": "threshold", "retention_class": "raw", "system": "APIT", "effective_from": "2024-04-06",
+               "day": "2024-04-08"}
 BODIES = {
     "/measurements": {"name": "CONTRACT", "contab": CONTAB},
     "/measurements/{measurement_id}/start": {}, "/measurements/{measurement_id}/stop": {},
     "/usercounters/bump-init": {"cpu": 1, "pin": 2, "name": "R"},
     "/usercounters/bump": {"cpu": 1, "pin": 2, "name": "R", "op": "INC"},
     "/meascom": {"text": "HELP"}, "/admin/retention/{retention_class}": {"keep_days": 35},
+    "/admin/systems": {"name": "CONTR", "number": 99, "time_zone": "UTC"}, "/admin/systems/{system}": {"number": 3},
+    "/admin/systems/{system}/calendar/{effective_from}": {"shifts": [{"shift_no": 1, "begin": "00:00", "end": "24:00"}]},
+    "/admin/systems/{system}/holidays/{day}": {"name": "x"},
+    "/admin/thresholds": {"entity": "cpu", "item": "busy_max", "operator": ">", "limit": 70},
 }
 
 

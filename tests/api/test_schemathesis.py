@@ -35,6 +35,11 @@ SEMANTIC_422 = {
     "GET /tiers/{entity}/{tier}": "filters depend on the entity and the tier (shift not for hour); "
                                   "from ≤ to; cursors are opaque",
     "POST /meascom": "MEASCOM grammar",
+    "POST /admin/systems": "time-zone names (the IANA database), unique names and numbers",
+    "PUT /admin/systems/{system}": "time-zone names; a system a collector feeds keeps its name and zone",
+    "PUT /admin/systems/{system}/calendar/{effective_from}":
+        "shifts of one version may not overlap; whole hours; holiday shift among the shifts",
+    "PUT /admin/thresholds": "the item must be a column of the entity's hour view; the shift must exist",
     "POST /import": "the CSV: its header, rows and values (every bad row is listed)",
     "POST /measurements": "exactly one of contab or meascom; MEASCOM grammar; CONTAB descriptor "
                           "rules; the schedule's order",

@@ -23,7 +23,7 @@ from collector.node.topology import load_node
 from collector.service import default_contab
 from collector.sink import COPY_COLUMNS, COPY_HEADER, COPY_TRAILER, EntityRegistry, encode_rows
 from tests.engine import MODE
-from tests.snapshot import differences, snapshot
+from tests.snapshot import differences, snapshot, tier_columns
 
 OLD_SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "schema-090"
 CAT = load_catalog()
@@ -106,20 +106,21 @@ def test_upgrade_keeps_every_answer(fresh_database) -> None:
         assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone() == (0,)
         n_records = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
         before = snapshot(c, "\\DEMO", days, windows, copies="_measure.counter_copy")
+        old_columns = tier_columns(c)   # later releases append columns to the tier views
     assert n_records > 100_000 and len(before["counter_copy"]) > n_records
     assert all(before[k] for k in ("cpu_hour", "process_summary[0]", "discopen_summary[0]", "terminal_summary[0]",
                                    "transaction_resource[0]", "cpu_shift", "cpu_month"))
 
     result = schema.apply(url, mode=MODE)
-    assert result.applied[-1] == "101-interval-runs-migrate.sql" and result.version == 101
+    assert "101-interval-runs-migrate.sql" in result.applied and result.version == schema.load_plan().code_version
     with psycopg.connect(url) as c:
         assert c.execute("SELECT to_regclass('_measure.counter_copy'), to_regclass('_measure.interval_record')::text"
                          ).fetchone() == (None, "_measure.interval_record")       # a table no more: the view
         runs, intervals = c.execute("SELECT count(*), sum(n) FROM _measure.interval_run").fetchone()
         assert intervals == n_records and runs < n_records / 30
-        after = snapshot(c, "\\DEMO", days, windows)
+        after = snapshot(c, "\\DEMO", days, windows, columns=old_columns)
         assert differences(before, after) == []
         # condensing everything again from the runs changes nothing either
         c.execute("SELECT _measure.recondense(system_id, %s, %s) FROM _measure.system",
                   (START, START + timedelta(hours=HOURS)))
-        assert differences(before, snapshot(c, "\\DEMO", days, windows)) == []
+        assert differences(before, snapshot(c, "\\DEMO", days, windows, columns=old_columns)) == []

@@ -1,0 +1,148 @@
+"""/admin/systems and /admin/thresholds: the platform's configuration for admin tokens (measuredb
+token create NAME --scope admin); the same as `measuredb system | calendar | threshold`.
+
+Systems (name, Expand node number, time zone, OS version, CPU types); per system its calendar:
+shifts per ISO weekday (a shift whose end is not after its begin crosses midnight and belongs to
+the day it began), calendar versions that apply from a date on, holidays (their hours belong to
+the version's holiday shift, or to no shift); thresholds per entity type, item (a column of
+measure.<entity>_hour, as the ENFORM threshold report reads it) and shift. Every write is one
+transaction: bad input is 422 naming the field and applies nothing; a change of past shifts
+recondenses exactly the shift days it alters and says how many (`recondensed`); a threshold
+change re-resolves the stored violations it affects and says how many hours (`reevaluated`).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query
+
+from api.auth import AdminToken
+from api.configuration import service
+from api.configuration.schemas import (
+    CalendarChange,
+    CalendarRead,
+    CalendarVersionWrite,
+    Entity,
+    HolidayChange,
+    HolidayWrite,
+    Operator,
+    SystemChange,
+    SystemCreate,
+    SystemPage,
+    SystemRead,
+    SystemRemoved,
+    SystemUpdate,
+    ThresholdChange,
+    ThresholdPage,
+    ThresholdRemoved,
+    ThresholdWrite,
+)
+from api.db import SessionDep
+from api.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized, responses
+
+router = APIRouter(prefix="/admin", tags=["admin"])
+ADMIN_ERRORS = (Unauthorized, Forbidden)
+SystemName = Annotated[str, Path(max_length=16, description="the system's name (\\DEMO; the backslash and upper "
+                                                            "case may be left out)", examples=["DEMO"])]
+
+
+@router.get("/systems", response_model=SystemPage, summary="Every system",
+            responses=responses(*ADMIN_ERRORS))
+def get_systems(session: SessionDep, _: AdminToken) -> SystemPage:
+    return service.systems(session)
+
+
+@router.post("/systems", response_model=SystemRead, status_code=201, summary="Add a system",
+             responses=responses(*ADMIN_ERRORS, InvalidInput, Conflict))
+def post_system(session: SessionDep, _: AdminToken, body: Annotated[SystemCreate, Body()]) -> SystemRead:
+    return service.add_system(session, body)
+
+
+@router.get("/systems/{system}", response_model=SystemRead, summary="One system",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def get_system(session: SessionDep, _: AdminToken, system: SystemName) -> SystemRead:
+    return service.system(session, system)
+
+
+@router.put("/systems/{system}", response_model=SystemChange,
+            summary="Change a system's fields: those given (the others stay; a new time zone recondenses "
+                    "every shift day)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound, Conflict))
+def put_system(session: SessionDep, _: AdminToken, system: SystemName,
+                 body: Annotated[SystemUpdate, Body()]) -> SystemChange:
+    return service.change_system(session, system, body)
+
+
+@router.delete("/systems/{system}", response_model=SystemRemoved, summary="Remove a system never measured",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound, Conflict))
+def delete_system(session: SessionDep, _: AdminToken, system: SystemName) -> SystemRemoved:
+    return service.remove_system(session, system)
+
+
+@router.get("/systems/{system}/calendar", response_model=CalendarRead,
+            summary="A system's shifts, calendar versions and holidays",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def get_calendar(session: SessionDep, _: AdminToken, system: SystemName) -> CalendarRead:
+    return service.calendar(session, system)
+
+
+@router.put("/systems/{system}/calendar/{effective_from}", response_model=CalendarChange,
+            summary="Set the calendar version that applies from a date on (recondenses the days it changes)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def put_calendar(session: SessionDep, _: AdminToken, system: SystemName,
+                 effective_from: Annotated[date, Path(description="the first shift day it applies to")],
+                 body: Annotated[CalendarVersionWrite, Body()]) -> CalendarChange:
+    return service.set_calendar(session, system, effective_from, body)
+
+
+@router.delete("/systems/{system}/calendar/{effective_from}", response_model=CalendarChange,
+               summary="Remove a calendar version (recondenses the days it changes)",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def delete_calendar(session: SessionDep, _: AdminToken, system: SystemName,
+                    effective_from: Annotated[date, Path()]) -> CalendarChange:
+    return service.remove_calendar(session, system, effective_from)
+
+
+@router.put("/systems/{system}/holidays/{day}", response_model=HolidayChange,
+            summary="Make a day a holiday (recondenses the days it changes)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def put_holiday(session: SessionDep, _: AdminToken, system: SystemName, day: Annotated[date, Path()],
+                body: Annotated[HolidayWrite, Body()]) -> HolidayChange:
+    return service.set_holiday(session, system, day, body.name)
+
+
+@router.delete("/systems/{system}/holidays/{day}", response_model=HolidayChange,
+               summary="Make a holiday an ordinary day (recondenses the days it changes)",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def delete_holiday(session: SessionDep, _: AdminToken, system: SystemName,
+                   day: Annotated[date, Path()]) -> HolidayChange:
+    return service.remove_holiday(session, system, day)
+
+
+@router.get("/thresholds", response_model=ThresholdPage,
+            summary="The thresholds a system takes, or every stored threshold",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def get_thresholds(session: SessionDep, _: AdminToken,
+                   system: Annotated[str | None, Query(max_length=16, description="the system (default: every "
+                                                                                  "stored row)")] = None
+                   ) -> ThresholdPage:
+    return service.thresholds(session, system)
+
+
+@router.put("/thresholds", response_model=ThresholdChange,
+            summary="Set a threshold (re-resolves the stored violations it affects)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def put_threshold(session: SessionDep, _: AdminToken, body: Annotated[ThresholdWrite, Body()]) -> ThresholdChange:
+    return service.set_threshold(session, body)
+
+
+@router.delete("/thresholds", response_model=ThresholdRemoved,
+               summary="Remove a threshold (re-resolves the stored violations it affects)",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def delete_threshold(session: SessionDep, _: AdminToken, entity: Annotated[Entity, Query()],
+                     item: Annotated[str, Query(max_length=63)], operator: Annotated[Operator, Query()],
+                     system: Annotated[str | None, Query(max_length=16)] = None,
+                     shift: Annotated[int | None, Query(ge=1, le=9)] = None) -> ThresholdRemoved:
+    return service.remove_threshold(session, system, entity, item, operator, shift)
