@@ -26,7 +26,10 @@ class ApiSettings(DatabaseSettings):
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
     require_token_for_reads: bool = Field(default=False)
     cors_origins: list[str] = Field(default_factory=list, description="closed by default")
-    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024,
+                                description="largest request body (POST /import: max_import_bytes)")
+    max_import_bytes: int = Field(default=4 * 1024**3, ge=1024, le=1024**4,
+                                  description="largest CSV upload to POST /import (it is streamed)")
     heartbeat_stale_seconds: float = Field(default=60.0, gt=0)
     cache_enabled: bool = Field(
         default=True, description="keep answers of GET reads until stored data changes (api/cache.py)")

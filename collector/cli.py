@@ -2,7 +2,7 @@
 
     measuredb run                 the whole platform (PostgreSQL, schema, collector, API)
     measuredb schema apply|status
-    measuredb collector           the collector alone (simulated node + MEASURE)
+    measuredb collector [--node host]   the collector alone (simulated node or this host + MEASURE)
     measuredb backfill --node N --days D [--seed S] [--start T | --end T]   history, as fast as it simulates
                                   (exit 3: the database did not take all of it; see the message)
     measuredb api                 the REST API alone
@@ -10,6 +10,8 @@
     measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
     measuredb token create|list|revoke
     measuredb retention show|set|run|log
+    measuredb import FILE …       interval records from CSV/Parquet (MEASURE field names)
+    measuredb export …            interval records and tiers as CSV/Parquet
 
 Bad settings and unreachable databases end the command with one line naming the setting,
 never with a traceback.
@@ -33,7 +35,9 @@ from rich.console import Console
 
 from collector import schema as schema_runner
 from collector.config import CollectorSettings, DatabaseSettings, describe_validation_error
+from collector.config_cli import calendar_app, system_app, threshold_app
 from collector.database import DatabaseError, connect, describe_url
+from collector.io_cli import export_command, import_command
 from collector.report_cli import report_app
 from collector.retention_cli import retention_app
 from collector.token_cli import token_app
@@ -44,6 +48,11 @@ app.add_typer(schema_app, name="schema")
 app.add_typer(report_app, name="report")
 app.add_typer(token_app, name="token")
 app.add_typer(retention_app, name="retention")
+app.add_typer(system_app, name="system")
+app.add_typer(calendar_app, name="calendar")
+app.add_typer(threshold_app, name="threshold")
+app.command("import")(import_command)
+app.command("export")(export_command)
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
@@ -153,12 +162,16 @@ def api(
 
 @app.command()
 @friendly
-def collector() -> None:
-    """Run the collector: the simulated node and MEASURE, writing into the database."""
+def collector(
+    node: Annotated[str | None, typer.Option(
+        help="host (this machine, measured live) or a simulated node (demo, et1-txp, …); "
+             "default MEASUREDB_COLLECTOR_NODE")] = None,
+) -> None:
+    """Run the collector: the node (simulated, or this host) and MEASURE, writing into the database."""
     from collector.node.topology import NodeFileError
     from collector.service import CollectorConfigError, run_collector
 
-    settings = CollectorSettings()
+    settings = CollectorSettings() if node is None else CollectorSettings(node=node)
     if settings.database_url:  # a service waits for its database (the embedded one we start)
         import logging
 
@@ -213,6 +226,9 @@ def backfill(
     )
 
     settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
+    if node.split(":", 1)[0] == "host":
+        raise UserError("the host node measures this machine as it runs: it has no history to "
+                        "backfill (`measuredb collector --node host` measures it live)")
     if start is not None and end is not None:
         raise UserError("give --start or --end, not both (the window is --days long)")
     url, server = _database(settings, apply_schema=True)
