@@ -48,7 +48,7 @@ from collector.sink import COPY_HEADER, COPY_TRAILER, RUN_COLUMNS, Writer  # noq
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
-VALUES_SQL = """SELECT coalesce(sum(r.n * k.k), 0), count(*), coalesce(sum(r.n), 0)
+VALUES_SQL = """SELECT coalesce(sum(r.n * k.k), 0)::bigint, count(*), coalesce(sum(r.n), 0)::bigint
                   FROM _measure.interval_run r
                   JOIN (SELECT type_code, count(*) AS k FROM _measure.counter_role GROUP BY 1) k USING (type_code)"""
 
@@ -100,7 +100,7 @@ def stored(url: str) -> dict[str, float]:
         partitioned = c.execute("SELECT relkind = 'p' FROM pg_class"
                                 " WHERE oid = '_measure.interval_run'::regclass").fetchone()[0]
         # (hypertable_size exists only where TimescaleDB is: never name it on plain PostgreSQL)
-        raw = c.execute("SELECT coalesce(sum(pg_total_relation_size(p.part)), 0) FROM _measure.run_parts() p"
+        raw = c.execute("SELECT coalesce(sum(pg_total_relation_size(p.part)), 0)::bigint FROM _measure.run_parts() p"
                         if partitioned else
                         "SELECT hypertable_size('_measure.interval_run'::regclass)").fetchone()[0]
     return {"values": values, "runs": runs, "intervals": intervals, "size": size, "raw": raw}

@@ -43,7 +43,7 @@ CREATE OR REPLACE FUNCTION measure.report_condensation_check(p_system text, p_da
 RETURNS TABLE (hour_at timestamptz, time_of_day text, loadid text, shift_day date, shift_no smallint,
                measured integer, condensed integer, coverage_min numeric, pending boolean,
                shift_tier boolean, month_tier boolean, problems text)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET work_mem = '64MB' AS $$
     WITH sys AS (
         SELECT s.system_id AS id, s.time_zone AS tz,
                (p_day + time '00:00') AT TIME ZONE s.time_zone AS lo,
@@ -51,12 +51,13 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
           FROM _measure.system s WHERE s.system_id = measure.system_id_of(p_system)),
     hours AS (
         SELECT h AS hour_at FROM sys, generate_series(sys.lo, sys.hi - INTERVAL '1 hour', INTERVAL '1 hour') h),
-    raw AS (
-        SELECT _measure.hour_of(r.from_at) AS hour_at, count(DISTINCT r.entity_id)::integer AS n
-          FROM sys, _measure.interval_run r
-         WHERE r.system_id = sys.id AND r.from_at >= sys.lo AND r.from_at < sys.hi
-           AND r.type_code IN (SELECT type_code FROM _measure.entity_type
-                                WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf'))
+    raw AS (  -- distinct (hour, entity) by hashing: a ref16 day is 360,000 runs
+        SELECT x.hour_at, count(*)::integer AS n
+          FROM (SELECT DISTINCT _measure.hour_of(r.from_at) AS hour_at, r.entity_id
+                  FROM sys, _measure.interval_run r
+                 WHERE r.system_id = sys.id AND r.from_at >= sys.lo AND r.from_at < sys.hi
+                   AND r.type_code = ANY (ARRAY(SELECT type_code FROM _measure.entity_type   -- a filter
+                          WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf')))) x   -- of the scan
          GROUP BY 1),
     tier AS (
         SELECT t.hour_at, count(DISTINCT t.entity_id)::integer AS n,
