@@ -10,6 +10,9 @@
     measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
     measuredb token create|list|revoke
     measuredb retention show|set|run|log
+    measuredb system add|list|show|set|remove      systems (name, number, time zone, CPU types)
+    measuredb calendar …          shifts per weekday, holidays, effective-from versions
+    measuredb threshold …         thresholds per resource, shift and counter
     measuredb import FILE …       interval records from CSV/Parquet (MEASURE field names)
     measuredb export …            interval records and tiers as CSV/Parquet
 

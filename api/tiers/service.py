@@ -154,8 +154,12 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
             raise InvalidInput("tier auto needs from (and to, default now) to choose a tier",
                                field="from")
         to = q.to_at or now or datetime.now(UTC)
-        if q.from_at.tzinfo is not None and to.tzinfo is not None and q.from_at <= to:
-            tier = auto_tier(q.from_at, to)
+        if q.from_at.tzinfo is None or to.tzinfo is None:
+            raise InvalidInput("from and to need a UTC offset (2024-05-01T00:00:00Z) to choose a tier",
+                               field="from" if q.from_at.tzinfo is None else "to")
+        if q.from_at > to:
+            raise InvalidInput(f"from {q.from_at.isoformat()} is after to {to.isoformat()}", field="from")
+        tier = auto_tier(q.from_at, to)
         auto_rule = AUTO_RULE
     _check(entity.value, tier.value, q)
     system_name = None

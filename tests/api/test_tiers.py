@@ -179,3 +179,14 @@ def test_bad_input_names_the_field(client, tiers_system, path, params, status, f
     r = client.get(path, params=params)
     assert r.status_code == status, r.text
     assert r.json()["field"] == field
+
+
+@pytest.mark.parametrize(("params", "field", "detail"), [
+    ({"from": "2024-03-11T00:00:00Z", "to": "2024-03-10T00:00:00Z"}, "from", "is after to"),
+    ({"from": "2024-03-10T00:00:00", "to": "2024-03-11T00:00:00Z"}, "from", "need a UTC offset"),
+    ({"from": "2024-03-10T00:00:00Z", "to": "2024-03-11T00:00:00"}, "to", "need a UTC offset"),
+])
+def test_auto_with_a_bad_range_is_a_422_naming_the_field(client, tiers_system, params, field, detail):
+    r = client.get("/tiers/cpu/auto", params={"system": tiers_system, **params})
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field and detail in r.json()["detail"]
