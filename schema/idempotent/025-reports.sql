@@ -9,7 +9,10 @@ RETURNS smallint LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_c
 DECLARE
     v smallint;
 BEGIN
-    SELECT system_id INTO v FROM _measure.system WHERE upper(system_name) = upper(p_system);
+    -- \DEMO, \demo or DEMO: the backslash and upper case may be left out (as on the CLI)
+    SELECT system_id INTO v FROM _measure.system
+     WHERE upper(system_name) = upper(CASE WHEN left(btrim(p_system), 1) = '\' THEN btrim(p_system)
+                                           ELSE '\' || btrim(p_system) END);
     IF v IS NULL THEN
         RAISE EXCEPTION 'unknown system %', p_system USING ERRCODE = 'no_data_found',
               HINT = 'system: one of ' || coalesce((SELECT string_agg(system_name, ', ' ORDER BY system_name)

@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal as D
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from collector import reports
@@ -315,3 +316,12 @@ def test_cli_takes_the_transaction_process_and_refuses_options_a_report_has_not(
     r = cli.invoke(app, ["report", "threshold", "--system", data.SYSTEM, "--date", "2024-03-09",
                          "--transaction-process", "$S%"])
     assert r.exit_code == 2 and "report threshold takes no --transaction-process" in r.output
+
+
+def test_a_system_may_be_named_without_its_backslash_or_upper_case(db, conn) -> None:
+    want = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (data.SYSTEM,)).fetchone()[0]
+    bare = data.SYSTEM.lstrip("\\")
+    for name in (data.SYSTEM, data.SYSTEM.lower(), bare, bare.lower(), f" {bare} "):
+        assert conn.execute("SELECT measure.system_id_of(%s)", (name,)).fetchone()[0] == want, name
+    with pytest.raises(psycopg.errors.NoDataFound):
+        conn.execute("SELECT measure.system_id_of('\\\\NOSUCH')")
