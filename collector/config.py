@@ -54,7 +54,8 @@ class CollectorSettings(DatabaseSettings):
         env_prefix="MEASUREDB_COLLECTOR_", env_file=".env", extra="ignore", populate_by_name=True
     )
 
-    node: str = Field(default="demo", description="shipped node name or path of a node file")
+    node: str = Field(default="demo", description="shipped node name or path of a node file, "
+                                                  "or host (this machine, docs/host-node.md)")
     workload: str | None = Field(default=None,
                                  description="workload name or file; default: the node's own")
     seed: int = Field(default=1986, ge=0, description="seed of the simulated node")

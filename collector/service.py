@@ -18,6 +18,10 @@ Life of a collector (one per simulated system):
 4. Stay up: a database outage is waited out with backoff (copies go to the spool and replay
    in order, collector/sink.py), a bad control request is answered with an error, never
    fatal.
+
+The node may also be this machine (MEASUREDB_COLLECTOR_NODE=host, collector/node/host.py):
+then there is no backfill and no replay, a restart starts a fresh epoch (the "host node"
+section at the end of Collector; docs/host-node.md).
 """
 
 from __future__ import annotations
@@ -129,12 +133,17 @@ def register_components(conn: psycopg.Connection, system_id: int, topology: Any)
 
 class Collector:
     def __init__(self, settings: CollectorSettings, url: str, *, collector_id: str | None = None) -> None:
+        from collector.node.host import host_topology, is_host_node
         from collector.node.topology import load_node
 
         self.settings = settings
         self.url = url
         self.catalog = load_catalog()
-        self.topology = load_node(settings.node)
+        # node `host`: this machine, measured in real time (collector/node/host.py, "host node"
+        # at the end of this class); any other name: a simulated node
+        self.host = is_host_node(settings.node)
+        self._resumed: set[int] = set()
+        self.topology = host_topology(settings.node) if self.host else load_node(settings.node)
         self.collector_id = collector_id or self.topology.system_name
         self.workload = settings.workload or DEFAULT_WORKLOADS.get(settings.node, settings.node)
         self.state: State | None = None
@@ -157,16 +166,28 @@ class Collector:
         t = self.topology
         s = self.settings
         with psycopg.connect(self.url) as conn:
-            system_id = conn.execute(
+            # A system already configured keeps its settings (`measuredb system set` may have
+            # changed its time zone: the node file's is only the first value).
+            system_id, time_zone = conn.execute(
                 """
                 INSERT INTO _measure.system (system_name, system_number, time_zone)
                 VALUES (%s, %s, %s)
-                ON CONFLICT (system_name) DO UPDATE SET time_zone = excluded.time_zone
-                RETURNING system_id
+                ON CONFLICT (system_name) DO UPDATE SET system_name = excluded.system_name
+                RETURNING system_id, time_zone
                 """,
                 (t.system_name, t.system_number, t.time_zone),
-            ).fetchone()[0]
+            ).fetchone()
+            if time_zone != t.time_zone:
+                log.info("%s keeps its configured time zone %s (the node says %s)",
+                         t.system_name, time_zone, t.time_zone)
+            # CPU TYPE of the reports and views: the node's processor type, unless configured
+            conn.execute("INSERT INTO _measure.system_cpu_type (system_id, cpu, cpu_type)"
+                         " SELECT %s, NULL, %s WHERE NOT EXISTS"
+                         " (SELECT 1 FROM _measure.system_cpu_type WHERE system_id = %s)",
+                         (system_id, t.cpu_type, system_id))
             register_components(conn, system_id, t)
+            if self.host:
+                self._register_host(conn, system_id, epoch_us)
             row = conn.execute(
                 "SELECT node, seed, step_us, _measure.timestamptz_to_us(epoch_at),"
                 " _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
@@ -176,6 +197,7 @@ class Collector:
             if row is None:
                 interval = s.interval_seconds * SECOND
                 epoch = epoch_us if epoch_us is not None else (
+                    _next_on_grid(now_us(), interval) if self.host else  # a host has no history
                     (now_us() - s.backfill_days * 86_400 * SECOND) // interval * interval)
                 conn.execute(
                     "INSERT INTO _measure.collector_state (collector_id, system_id, node, seed, step_us, epoch_at)"
@@ -200,6 +222,8 @@ class Collector:
                         "_STEP_SECONDS), or another database"
                     )
                 durable = -1 if durable is None else durable
+                if self.host:
+                    epoch = self._fresh_host_epoch(conn, system_id, epoch_us)
         self.state = State(system_id, epoch, durable)
         return self.state
 
@@ -208,11 +232,17 @@ class Collector:
         from collector.node.engine import Node
 
         assert self.state is not None
-        restored = self._load_checkpoint()
+        restored = None if self.host else self._load_checkpoint()
         if restored is None:
-            self.node = Node(self.topology, self.workload, seed=self.settings.seed,
-                             start_us=self.state.epoch_us, catalog=self.catalog,
-                             step_us=self.settings.step_seconds * SECOND)
+            if self.host:
+                from collector.node.host import HostNode
+
+                self.node = HostNode(self.topology, catalog=self.catalog,
+                                     step_us=self.settings.step_seconds * SECOND)
+            else:
+                self.node = Node(self.topology, self.workload, seed=self.settings.seed,
+                                 start_us=self.state.epoch_us, catalog=self.catalog,
+                                 step_us=self.settings.step_seconds * SECOND)
             self.pipeline = Pipeline(self.catalog, self.node.tables, self.state.system_id)
             self.measmon = Measmon(self.node, self.pipeline.on_copy, catalog=self.catalog,
                                    on_state=self._on_state)
@@ -221,6 +251,8 @@ class Collector:
         self.poll_control()
 
     def _on_state(self, m: Measurement, event: str, at_us: int) -> None:
+        if event == "started" and m.measurement_id in self._resumed:
+            return  # a host measurement resumed after a restart keeps its start time
         usage = None
         if event == "stopped":
             usage = {"entities": m.usage,
@@ -255,6 +287,9 @@ class Collector:
                 if start_us is None or state == "configured":
                     continue  # configured, not started
                 if state in ("stopped", "failed") and stop_us is not None and stop_us <= start_us:
+                    continue
+                if self.host and stop_us is not None and stop_us <= self.state.epoch_us:
+                    self._host_ended(mid, name, contab, state, stop_us)
                     continue
                 self.measmon.add(Measurement(mid, name, Contab.model_validate(contab),
                                              start_us=max(start_us, self.state.epoch_us),
@@ -633,8 +668,9 @@ class Collector:
         return self.settings.data_dir / "checkpoints" / f"{safe}-{self.settings.seed}.pickle"
 
     def checkpoint(self) -> bool:
-        """Save node + MEASMON at a slice boundary whose copies are all stored."""
-        if self.writer.durable_until_us != self.node.now_us:
+        """Save node + MEASMON at a slice boundary whose copies are all stored (not for a
+        host node: it never resumes, a restart starts a fresh epoch)."""
+        if self.host or self.writer.durable_until_us != self.node.now_us:
             return False
         path = self._checkpoint_path()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -675,6 +711,48 @@ class Collector:
 
     def close(self) -> None:
         self.writer.close()
+
+    # ------------------------------------------------------------------ host node
+
+    # A host node measures the present: no backfill, no replay (docs/host-node.md). A first
+    # start begins the default measurement at the next interval boundary; a restart starts a
+    # fresh epoch there too: measurements running in the database resume at it (keeping their
+    # start time; the intervals while the collector was away are missing, nothing is
+    # invented), those whose stop time passed meanwhile are marked stopped at it. The durable
+    # watermark only moves forward (collector/sink.py), as for a simulated node.
+
+    def _register_host(self, conn: psycopg.Connection, system_id: int, epoch_us: int | None) -> None:
+        if epoch_us is not None and epoch_us < now_us() - self.settings.step_seconds * SECOND:
+            raise CollectorConfigError(
+                f"{self.topology.system_name} is this host, measured as it runs: it has no history "
+                "to backfill (use a simulated node, e.g. --node demo, for history)")
+        conn.execute("UPDATE _measure.system SET os_version = %s WHERE system_id = %s",
+                     (self.topology.os_version, system_id))
+
+    def _fresh_host_epoch(self, conn: psycopg.Connection, system_id: int, epoch_us: int | None) -> int:
+        interval = self.settings.interval_seconds * SECOND
+        epoch = epoch_us if epoch_us is not None else _next_on_grid(now_us(), interval)
+        conn.execute("UPDATE _measure.collector_state SET epoch_at = _measure.us_to_timestamptz(%s),"
+                     " updated_at = now() WHERE collector_id = %s", (epoch, self.collector_id))
+        self._resumed = {mid for (mid,) in conn.execute(
+            "SELECT measurement_id FROM _measure.measurement WHERE system_id = %s AND state = 'running'",
+            (system_id,))}
+        return epoch
+
+    def _host_ended(self, mid: int, name: str, contab: Any, state: str, stop_us: int) -> None:
+        """A measurement that ended before this epoch: known to MEASMON as stopped (so it is
+        not looked at again), and marked stopped in the database if it was still scheduled
+        or running."""
+        self.measmon.measurements[mid] = Measurement(mid, name, Contab.model_validate(contab),
+                                                     start_us=stop_us, stop_us=stop_us,
+                                                     state="stopped")
+        if state in ("scheduled", "running"):
+            self.pipeline.control("stopped", mid, stop_us, None)
+
+
+def _next_on_grid(us: int, grid_us: int) -> int:
+    """The first time on the grid at or after us."""
+    return -(-us // grid_us) * grid_us
 
 
 def _when(us: int) -> str:

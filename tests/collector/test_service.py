@@ -135,3 +135,24 @@ def test_live_steps_on_the_grid_reproduce_the_backfill(reference, fresh_database
         c.advance(t - t % c.node.step_us if t < EPOCH + 30 * MINUTE else t)
     c.close()
     assert snapshot(url) == reference
+
+
+def test_a_configured_system_keeps_its_time_zone_and_cpu_types(fresh_database, tmp_path: Path) -> None:
+    """The collector registers its system from the node file once (CPU TYPE: the processor
+    type); what `measuredb system set` changes afterwards stays across collector starts."""
+    url = fresh_database("_svc_reg")
+    schema.apply(url, mode=MODE)
+    run(url, tmp_path, 60).close()
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT time_zone FROM _measure.system").fetchone() == ("Europe/Amsterdam",)
+        assert c.execute("SELECT cpu, cpu_type FROM _measure.system_cpu_type").fetchall() == [(None, "VLX")]
+        trend = c.execute("SELECT DISTINCT cpu_type FROM measure.report_cpu_trend('\\DEMO', '2026-01-01', '2026-01-01')"
+                          ).fetchall()
+        assert trend == [("VLX",)]                      # the CPU trend report's CPU TYPE column
+        c.execute("""SELECT _measure.system_set('\\DEMO', '{"time_zone": "UTC", "cpu_types": [{"cpu": null, "cpu_type": "TXP"}]}')""")
+    again = Collector(settings(tmp_path), url)
+    again.register(epoch_us=EPOCH)
+    again.close()
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT time_zone FROM _measure.system").fetchone() == ("UTC",)
+        assert c.execute("SELECT cpu, cpu_type FROM _measure.system_cpu_type").fetchall() == [(None, "TXP")]

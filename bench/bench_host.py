@@ -1,0 +1,180 @@
+"""Benchmark: the host node (this Linux machine as a MEASURE node) side by side with sysstat,
+and the node's own CPU use.
+
+    .venv/bin/python bench/bench_host.py [--interval-s 10] [--count 12] [--overhead-min 3]
+
+1. Validation: the host node under MEASMON and `sar -u ALL -P ALL -q` / `iostat -x` over the
+   same --count intervals of --interval-s, under a known load (a CPU burner pinned to one CPU, a
+   dd writing a file with O_DIRECT). Targets: CPU busy % within 2 points per CPU, disc
+   utilisation within 2 points, disc average queue within 10 % (collector/node/hostcheck.py).
+   Skipped, saying so, where sysstat is missing (Debian: apt-get install sysstat).
+2. Overhead: the node, MEASMON measuring every entity (the collector's default measurement),
+   interval records and the sink's encoding of the slices (everything but the database
+   round trip) at 1-minute steps and intervals for --overhead-min minutes, no load: CPU time
+   of that work / wall time. Target <= 1 % of one core.
+3. For context, the whole collector process as deployed (`measuredb collector --node host`
+   against a database: DATABASE_URL, or an embedded server under .data/bench-host) for
+   --collector-min minutes: its CPU time (utime + stime of the process) / wall time. This adds
+   what every collector does whatever its node: the control plane polled every second, the
+   heartbeat, the slices written and condensed each minute. 0 skips it.
+
+Prints Markdown (bench/run.py appends it to RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+warnings.filterwarnings("ignore")
+
+from collector.catalog import load_catalog  # noqa: E402
+from collector.measure.measmon import Measmon, Measurement  # noqa: E402
+from collector.node.host import SECOND, HostNode, host_topology  # noqa: E402
+from collector.node.hostcheck import Load, measure_side_by_side, sysstat_missing  # noqa: E402
+from collector.service import default_contab  # noqa: E402
+from collector.sink import Pipeline  # noqa: E402
+
+
+def validation(interval_s: int, count: int) -> tuple[str, bool]:
+    reason = sysstat_missing()
+    if reason:
+        return f"Validation against sysstat skipped: {reason}.\n", True
+    with Load() as load:
+        cmp = measure_side_by_side(interval_s, count, load=load)
+    bad = cmp.failures()
+    lines = [f"Validation: {count} intervals of {interval_s} s, a CPU burner on CPU {cmp.loaded_cpu} and dd "
+             f"writing to {cmp.loaded_disc or '?'} (O_DIRECT), host node vs sysstat over the same window.",
+             "", cmp.markdown(), "",
+             "Result: " + ("all within limits" if not bad else "OUT OF LIMITS: " + "; ".join(bad)), ""]
+    return "\n".join(lines), not bad
+
+
+def overhead(minutes: int) -> tuple[str, bool]:
+    catalog = load_catalog()
+    topo = host_topology()
+    step = 60 * SECOND
+    now = time.time_ns() // 1000
+    start = (now // step + 1) * step
+    cpu0, wall0 = time.thread_time(), time.monotonic()
+    node = HostNode(topo, step_us=step, catalog=catalog)
+    pipeline = Pipeline(catalog, node.tables, system_id=1)
+    mon = Measmon(node, pipeline.on_copy, catalog=catalog)
+    mon.add(Measurement(1, "DEFAULT", default_contab(topo), start_us=start, interval_us=step))
+    slice_bytes = 0
+    busy_s = 0.0
+    for k in range(minutes + 1):
+        t = start + k * step
+        # the wait for the minute is not the node's work: count CPU time of the work only
+        wait = (t - time.time_ns() // 1000) / SECOND
+        if wait > 0:
+            time.sleep(wait)
+        c0 = time.thread_time()
+        mon.run_until(t)
+        sl = pipeline.take(t)
+        slice_bytes += sum(map(len, sl.runs)) + sum(map(len, sl.extras))
+        busy_s += time.thread_time() - c0
+    wall = time.monotonic() - wall0
+    total_cpu = time.thread_time() - cpu0
+    measured_wall = minutes * 60.0
+    pct = 100 * busy_s / measured_wall
+    P = node.tables["process"]
+    threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in os.listdir("/proc")
+                  if p.isdigit() and os.path.isdir(f"/proc/{p}/task"))
+    ok = pct <= 1.0
+    lines = [
+        f"Overhead: {minutes} min at 1-minute steps and intervals (every entity measured), no load.",
+        "",
+        "| figure | value |",
+        "|---|---:|",
+        f"| CPU time of node + MEASMON + interval records + sink encoding per minute | {1000 * busy_s / minutes:.1f} ms |",
+        f"| **share of one core** (target <= 1 %) | **{pct:.3f} %** |",
+        f"| /proc readings | {node.readings} |",
+        f"| CPU time per /proc reading | {1000 * node.read_cpu_s / max(1, node.readings):.1f} ms |",
+        f"| entities: CPUs / discs / lines / processes seen | {node.tables['cpu'].n} / {node.tables['disc'].n} / "
+        f"{node.tables['line'].n} / {P.n} |",
+        f"| processes / threads on the machine at the end | {int(P.alive[: P.n].sum())} / {threads} |",
+        f"| encoded slices (runs + copies) | {slice_bytes / 1024:.0f} KiB |",
+        f"| wall time (incl. start-up and the wait for the first minute) | {wall:.0f} s (CPU {total_cpu:.2f} s) |",
+        "",
+        "Result: " + ("within the target" if ok else "ABOVE THE TARGET"),
+        "",
+    ]
+    return "\n".join(lines), ok
+
+
+def _cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def collector_process(minutes: int) -> str:
+    import psycopg
+
+    from collector import schema
+    from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+
+    server = None
+    admin = os.environ.get("DATABASE_URL")
+    if admin:
+        admin = with_dbname(admin, "postgres")
+    else:
+        server = start_embedded(REPO / ".data" / "bench-host", dbname="postgres")
+        admin = server.admin_url()
+    drop_database(admin, "bench_host")
+    ensure_database(admin, "bench_host")
+    url = with_dbname(admin, "bench_host")
+    schema.apply(url, mode="off")
+    with tempfile.TemporaryDirectory() as data:
+        env = dict(os.environ, DATABASE_URL=url, MEASUREDB_DATA_DIR=data, MEASUREDB_COLLECTOR_PROGRESS="off")
+        proc = subprocess.Popen([sys.executable, "-m", "collector", "collector", "--node", "host"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+        try:
+            time.sleep(15)                         # started, registered, first reading taken
+            c0, t0 = _cpu_s(proc.pid), time.monotonic()
+            time.sleep(minutes * 60)
+            c1, t1 = _cpu_s(proc.pid), time.monotonic()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    with psycopg.connect(url) as c:
+        intervals = c.execute("SELECT count(*) FROM _measure.interval_record").fetchone()[0]
+    drop_database(admin, "bench_host")
+    if server:
+        server.stop()
+    pct = 100 * (c1 - c0) / (t1 - t0)
+    return "\n".join([
+        f"The whole collector process (`measuredb collector --node host`, 1-minute intervals, writing to "
+        f"PostgreSQL) for {minutes} min: **{pct:.2f} % of one core** ({c1 - c0:.2f} s CPU in {t1 - t0:.0f} s; "
+        f"{intervals:,} interval records stored). Besides the node this is the collector's own "
+        "machinery, the same for every node: the control plane polled every second, the heartbeat, "
+        "each minute's slice written and condensed.", ""])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--interval-s", type=int, default=10)
+    ap.add_argument("--count", type=int, default=12)
+    ap.add_argument("--overhead-min", type=int, default=3)
+    ap.add_argument("--collector-min", type=int, default=3)
+    args = ap.parse_args()
+    print("### The host node against sysstat, and its overhead (bench_host.py)\n")
+    text, ok1 = validation(args.interval_s, args.count)
+    print(text, flush=True)
+    text, ok2 = overhead(args.overhead_min)
+    print(text, flush=True)
+    if args.collector_min > 0:
+        print(collector_process(args.collector_min), flush=True)
+    return 0 if ok1 and ok2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
