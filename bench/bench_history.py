@@ -64,6 +64,13 @@ def measure(url: str, reps: int = 5) -> dict[str, float]:
         sid, last = c.execute("SELECT system_id, date_trunc('hour', durable_until) - INTERVAL '1 hour'"
                               " FROM _measure.collector_state").fetchone()
         stored = c.execute("SELECT count(*) FROM _measure.tier_shift").fetchone()[0]
+        size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        days_raw, values = c.execute(
+            "SELECT count(DISTINCT _measure.hour_of(r.from_at)) / 24.0,"
+            " coalesce(sum(r.n * k.k), 0)::bigint FROM _measure.interval_run r"
+            " JOIN (SELECT type_code, count(*) AS k FROM _measure.counter_role GROUP BY 1) k USING (type_code)"
+        ).fetchone()
+        horizon = c.execute("SELECT extract(day FROM keep) FROM _measure.retention WHERE class = 'raw'").fetchone()
         for _ in range(reps):
             c.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (sid, last, last))
             t = time.perf_counter()
@@ -73,7 +80,9 @@ def measure(url: str, reps: int = 5) -> dict[str, float]:
             c.execute("SELECT _measure.condense_pending_months(%s::smallint)", (sid,))
             month_ms.append((time.perf_counter() - t) * 1000)
             c.rollback()
-    return {"hour": statistics.median(hour_ms), "months": statistics.median(month_ms), "shift_rows": stored}
+    return {"hour": statistics.median(hour_ms), "months": statistics.median(month_ms), "shift_rows": stored,
+            "size": size, "raw_days": float(days_raw), "values": values,
+            "horizon_days": float(horizon[0]) if horizon and horizon[0] is not None else None}
 
 
 def main() -> None:
@@ -101,6 +110,15 @@ def main() -> None:
     print(f"| its month-level rows (month, year tiers; monthly rollups), once per backfill / upkeep turn, ms | "
           f"{a['months']:.0f} | {b['months']:.0f} | {b['months'] / a['months']:.2f}× | |")
     print(f"| shift-tier rows stored | {a['shift_rows']:,} | {b['shift_rows']:,} | | |")
+    print(f"| database size after the backfill, GiB (bytes per counter value) | {a['size'] / 2**30:.2f} "
+          f"({a['size'] / max(1, a['values']):.2f}) | {b['size'] / 2**30:.2f} ({b['size'] / max(1, b['values']):.2f}) | | |")
+    if b["horizon_days"]:
+        per_day = (b["size"] - a["size"]) / max(1.0, b["raw_days"] - a["raw_days"])
+        budget = a["size"] + per_day * (b["horizon_days"] - a["raw_days"])
+        print(f"\nDisk budget of the raw horizon ({b['horizon_days']:.0f} days of raw data kept, then tiers only): "
+              f"{per_day / 2**30:.2f} GiB per further day of ref16, so about **{budget / 2**30:.1f} GiB** for "
+              f"{b['horizon_days']:.0f} days of one 16-CPU node; ten such nodes about {10 * budget / 2**30:.0f} GiB "
+              f"(tiers beyond the horizon add kilobytes per hour).")
 
 
 if __name__ == "__main__":
