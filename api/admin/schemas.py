@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import JsonInt
+from api.contract import json_int
 
 RetentionClass = Literal["raw", "hour", "day", "month"]
 
@@ -27,7 +27,7 @@ class RetentionRead(BaseModel):
 class RetentionUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    keep_days: JsonInt | None = Field(ge=1, le=36_600, description="days to keep (null: for ever; raw "
+    keep_days: json_int(1, 36_600) | None = Field(description="days to keep (null: for ever; raw "
                                   "data cannot be kept for ever)", examples=[35])
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import Instant, JsonInt
+from api.contract import Instant, json_int
 from collector.measure.contab import Contab
 
 State = Literal["configured", "scheduled", "running", "stopped", "failed"]
@@ -40,8 +40,8 @@ class MeasurementCreate(BaseModel):
     start: bool = Field(default=False, description="start now (when start_at is not given)")
     start_at: Instant | None = Field(default=None, description="START … FROM")
     stop_at: Instant | None = Field(default=None, description="START … TO")
-    for_seconds: JsonInt | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="START … FOR")
-    interval_seconds: JsonInt | None = Field(default=None, ge=1, le=86400, description="START … INTERVAL")
+    for_seconds: json_int(1, 10 * 366 * 86400) | None = Field(default=None, description="START … FOR")
+    interval_seconds: json_int(1, 86400) | None = Field(default=None, description="START … INTERVAL")
 
 
 class MeasurementStart(BaseModel):
@@ -52,8 +52,8 @@ class MeasurementStart(BaseModel):
 
     start_at: Instant | None = Field(default=None, description="FROM; default now")
     stop_at: Instant | None = Field(default=None, description="TO")
-    for_seconds: JsonInt | None = Field(default=None, ge=1, le=10 * 366 * 86400, description="FOR")
-    interval_seconds: JsonInt | None = Field(default=None, ge=1, le=86400, description="INTERVAL")
+    for_seconds: json_int(1, 10 * 366 * 86400) | None = Field(default=None, description="FOR")
+    interval_seconds: json_int(1, 86400) | None = Field(default=None, description="INTERVAL")
 
 
 class MeasurementStop(BaseModel):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import JsonInt
+from api.contract import JsonInt, json_int
 
 BumpOp = Literal["INC", "ADD", "SETBUSY", "RESETBUSY", "INCQUEUE", "DEQUEUE"]
 
@@ -42,7 +42,7 @@ class BumpCreate(UserCounterRef):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"cpu": 2, "pin": 45, "name": "REQUESTS", "op": "ADD", "value": 3}]})
 
-    offset: JsonInt | None = Field(default=None, ge=0, le=2**31 - 1, description="from bump-init")
+    offset: json_int(0, 2**31 - 1) | None = Field(default=None, description="from bump-init")
     op: BumpOp
     value: JsonInt = Field(default=1, ge=0, le=2**53, description="amount for ADD")
 
