@@ -276,7 +276,7 @@ GRANT EXECUTE ON FUNCTION _measure.hour_tier_rate(text, text) TO measure_writer;
 CREATE OR REPLACE FUNCTION _measure.hour_extreme(p_system smallint, p_type smallint, p_entity bigint,
                                                  p_measurement integer, p_hour timestamptz, p_position integer,
                                                  p_rate text, p_max boolean)
-RETURNS numeric LANGUAGE plpgsql STABLE AS $$
+RETURNS numeric LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
 DECLARE
     v_out numeric;
 BEGIN
@@ -343,8 +343,7 @@ BEGIN
                   || E'          FROM (SELECT ir.system_id, ir.entity_id, ir.measurement_id, ir.hour_at,\n'
                   || E'                       ir.delta_us, ir.cpu, ir.from_at, ir.to_at%s\n'
                   || E'                  FROM _measure.intervals(p_system, %s::smallint, v_lo, v_hi) ir\n'
-                  || E'                 WHERE ir.hour_at = ANY (p_hours)\n'
-                  || E'                OFFSET 0) r\n'
+                  || E'                 WHERE ir.hour_at = ANY (p_hours)) r\n'
                   || E'         GROUP BY system_id, entity_id, measurement_id, hour_at, delta_us) d\n'
                   || E' GROUP BY system_id, entity_id, measurement_id, hour_at', v_outer, v_inner, v_col, v_code);
 END

@@ -1,9 +1,12 @@
 -- 024-record-tiers: per-record sums by UTC hour, day and month, and the histogram of
 -- interval response times (tables: schema/090-record-tiers.sql, which says why).
 --
--- Every range read is a LATERAL subquery with OFFSET 0: a parameterised index probe per
--- range. Flattened into a join, with the ranges' selectivity unknown, the planner chose to
--- read all of interval_record once per call (minutes for a year of records).
+-- Every range read of a window is a LATERAL subquery with OFFSET 0: a parameterised index
+-- probe per range. Flattened into a join, with the ranges' selectivity unknown, the planner
+-- chose to read all of interval_record once per call (minutes for a year of records). Ranges
+-- within one day (condensing works a UTC day at a time) are flattened instead: the hull of
+-- the ranges bounds the read, and the query can be planned in parallel, which an OFFSET 0
+-- subquery forbids (_measure.range_probe).
 --
 -- Kept by _measure.condense_records (called by _measure.condense_upper for the hours it
 -- condenses), read by _measure.record_window, _measure.discopen_window and
@@ -37,6 +40,15 @@ $$;
 -- Per counter record, measurement and UTC hour, the sums of the interval records of the
 -- ranges [p_lo[i], p_hi[i]) (by FROM-TIMESTAMP), with best = this measurement has the most
 -- measured time of the entity in that hour (within the ranges; ties: the lower id).
+-- The clause that ends a range read of _measure.record_rows and _measure.discopen_rows:
+-- OFFSET 0 (a probe per range, not flattened) unless the ranges lie within one day.
+CREATE OR REPLACE FUNCTION _measure.range_probe(p_lo timestamptz[], p_hi timestamptz[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN (SELECT max(hi) FROM unnest(p_hi) hi) - (SELECT min(lo) FROM unnest(p_lo) lo)
+                     <= INTERVAL '1 day' THEN '' ELSE 'OFFSET 0' END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.range_probe(timestamptz[], timestamptz[]) TO measure_writer;
+
 CREATE OR REPLACE FUNCTION _measure.record_rows(p_system smallint, p_type smallint, p_lo timestamptz[],
                                                 p_hi timestamptz[], p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
@@ -56,7 +68,7 @@ BEGIN
              CROSS JOIN LATERAL (
                    SELECT * FROM _measure.intervals($1, $2, w.lo, w.hi, NULL, $6, $7) ir
                     WHERE $5 IS NULL OR ir.measurement_id = $5
-                    OFFSET 0) ir
+                    %s) ir
              GROUP BY 1, 2, 3, 4),
         m AS (
             SELECT x.entity_id, x.hour_at, x.measurement_id,
@@ -67,7 +79,7 @@ BEGIN
         SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.best, r.cpu, r.first_at,
                r.last_at, r.samples, r.run_us, r.counters
           FROM r JOIN m USING (entity_id, hour_at, measurement_id)$q$,
-        _measure.record_sums_sql(p_type, 'ir.c[ir.i]', true, '::bigint'))
+        _measure.record_sums_sql(p_type, 'ir.c[ir.i]', true, '::bigint'), _measure.range_probe(p_lo, p_hi))
     USING p_system, p_type, p_lo, p_hi, p_measurement,  -- $6, $7: the hull of the ranges
           (SELECT _measure.hour_of(min(lo)) FROM unnest(p_lo) lo), (SELECT max(hi) FROM unnest(p_hi) hi);
 END
@@ -91,7 +103,7 @@ CREATE OR REPLACE FUNCTION _measure.run_best(p_system smallint, p_type smallint,
                                              p_hi timestamptz[], p_span_lo timestamptz DEFAULT NULL,
                                              p_span_hi timestamptz DEFAULT NULL)
 RETURNS TABLE (entity_id bigint, hour_at timestamptz, measurement_id integer)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT DISTINCT ON (a.entity_id, a.hour_at) a.entity_id, a.hour_at, a.measurement_id
       FROM (SELECT r.entity_id, _measure.hour_of(r.from_at) AS hour_at, r.measurement_id,
                    sum(greatest(0, least(r.n, measure.run_last(r.from_at, r.delta_us, w.hi))
@@ -127,18 +139,19 @@ BEGIN
     -- one source at a time, its type and positions constants of the query: the planner reads
     -- each range from the (system_id, type_code, from_at) index
     FOR s IN SELECT * FROM _measure.response_source ORDER BY ord LOOP
+        -- one query (no materialised CTE): the intervals, joined to the best measurement's
+        -- runs and grouped, can then be planned in parallel
         RETURN QUERY
-        WITH x AS MATERIALIZED (
-            SELECT ir.entity_id, ir.measurement_id, ir.hour_at, ir.delta_us,
-                   ir.c[ir.i][s.tpos] AS n, greatest(ir.c[ir.i][s.rpos], 0) AS r
-              FROM unnest(p_lo, p_hi) w (lo, hi)
-             CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi,
-                                                   1::bigint << (s.tpos - 1), v_lo, v_hi) ir),
-        best AS (SELECT * FROM _measure.run_best(p_system, s.type_code, p_lo, p_hi, v_lo, v_hi))
-        SELECT s.type_code, x.hour_at, _measure.response_bin(x.r, x.n), count(*), sum(x.n)::bigint,
-               sum(x.r)::bigint, max(x.r::numeric / x.n)
-          FROM x JOIN best USING (entity_id, hour_at, measurement_id)
-         WHERE x.n > 0
+        SELECT s.type_code, y.hour_at, _measure.response_bin(y.r, y.n), count(*), sum(y.n)::bigint,
+               sum(y.r)::bigint, max(y.r::numeric / y.n)
+          FROM (SELECT ir.entity_id, ir.measurement_id, ir.hour_at,
+                       ir.c[ir.i][s.tpos] AS n, greatest(ir.c[ir.i][s.rpos], 0) AS r
+                  FROM unnest(p_lo, p_hi) w (lo, hi)
+                 CROSS JOIN LATERAL _measure.intervals(p_system, s.type_code, w.lo, w.hi,
+                                                       1::bigint << (s.tpos - 1), v_lo, v_hi) ir) y
+          JOIN _measure.run_best(p_system, s.type_code, p_lo, p_hi, v_lo, v_hi) b
+         USING (entity_id, hour_at, measurement_id)
+         WHERE y.n > 0
          GROUP BY 2, 3;
     END LOOP;
 END
@@ -469,14 +482,14 @@ BEGIN
                      CROSS JOIN LATERAL (
                            SELECT * FROM _measure.intervals($1, $5, w.lo, w.hi, $6, $7, $8) ir
                             WHERE $4 IS NULL OR ir.measurement_id = $4
-                            OFFSET 0) ir) ir
+                            %s) ir) ir
              GROUP BY 1, 2, 3, 4),
         m AS (SELECT * FROM _measure.run_best($1, $5, $2, $3, $7, $8))
         SELECT r.entity_id, r.record_at, r.measurement_id, r.hour_at, m.measurement_id IS NOT NULL,
                e.ids->>'file_name', r.samples, r.counters
           FROM r LEFT JOIN m USING (entity_id, hour_at, measurement_id)
           JOIN _measure.entity e ON e.entity_id = r.entity_id
-         WHERE r.samples > 0$q$, v_sums, v_in, v_out)
+         WHERE r.samples > 0$q$, v_sums, v_in, v_out, _measure.range_probe(p_lo, p_hi))
     USING p_system, p_lo, p_hi, p_measurement, v_type,
           _measure.counter_mask(v_type, ARRAY['driver_input_calls', 'driver_output_calls']),
           (SELECT _measure.hour_of(min(lo)) FROM unnest(p_lo) lo), (SELECT max(hi) FROM unnest(p_hi) hi);
