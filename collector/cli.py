@@ -15,6 +15,7 @@
     measuredb threshold …         thresholds per resource, shift and counter
     measuredb import FILE …       interval records from CSV/Parquet (MEASURE field names)
     measuredb export …            interval records and tiers as CSV/Parquet
+    measuredb node sweep --node N …  offered load vs response time of a simulated node (table, PNG)
 
 Bad settings and unreachable databases end the command with one line naming the setting,
 never with a traceback.
@@ -41,6 +42,7 @@ from collector.config import CollectorSettings, DatabaseSettings, describe_valid
 from collector.config_cli import calendar_app, system_app, threshold_app
 from collector.database import DatabaseError, connect, describe_url
 from collector.io_cli import export_command, import_command
+from collector.node_cli import node_app
 from collector.report_cli import report_app
 from collector.retention_cli import retention_app
 from collector.token_cli import token_app
@@ -54,6 +56,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(system_app, name="system")
 app.add_typer(calendar_app, name="calendar")
 app.add_typer(threshold_app, name="threshold")
+app.add_typer(node_app, name="node")
 app.command("import")(import_command)
 app.command("export")(export_command)
 console = Console(stderr=True, soft_wrap=True)

@@ -54,8 +54,8 @@ ON_TIME_US = 2 * SECOND               # live: "within real time" means at most t
 BEHIND_WARNING_S = 30.0               # live: warn (and repeat) once behind for this long
 PROGRESS_EVERY_S = 10.0               # backfill progress as log lines: one this often
 # Which workload a shipped node runs unless MEASUREDB_COLLECTOR_WORKLOAD says otherwise.
-DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "rds-txp": "rds", "rds-vlx": "rds",
-                     "ref16": "ref16-day"}
+DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "et1-vlx": "et1", "rds-txp": "rds",
+                     "rds-vlx": "rds", "ref16": "ref16-day"}
 DEFAULT_MEASUREMENT = "DEFAULT"
 
 

@@ -583,6 +583,9 @@ def run_step(
                 elif dist == 2:
                     r0, r1, r2, r3, u = _xoshiro(r0, r1, r2, r3)
                     f = 0.5 + u
+                elif dist == 3:  # U(0, 2 x mean): the wait for a poll at a fixed interval
+                    r0, r1, r2, r3, u = _xoshiro(r0, r1, r2, r3)
+                    f = 2.0 * u
                 else:
                     f = 1.0
                 svc = np.int64(np.rint(mean * f))

@@ -357,6 +357,7 @@ class Node:
                         [1.0] * 24,
                         [1.0] * 7,
                         hours=b.hours,
+                        days=frozenset(wl.WEEKDAYS.index(d) for d in b.days),
                     )
                 )
                 types.append(bt)
@@ -375,7 +376,8 @@ class Node:
                     )
                 )
                 types.append(pt)
-        self.shapes = {w.name: w.shape for w in self.workloads}
+        first_day = dt.datetime.fromtimestamp(self.now_us / 1e6, tz=self.tz).date()
+        self.shapes = {w.name: w.shape.anchored(first_day) for w in self.workloads}
         self.problems = problems
         # batch at the wrong priority
         for w in self.workloads:
@@ -429,7 +431,7 @@ class Node:
         # volume's mean physical I/O time; lines: computed from bytes and line speed
         self.st_mean = np.array([s.ms * (1.0 if s.kind == "disc" else 1000.0) for s in st])
         self.st_mean *= np.where(self.st_kind == K_CPU, factor, 1.0)
-        self.st_dist = np.array([{"exp": 0, "const": 1, "uniform": 2}[s.dist] for s in st])
+        self.st_dist = np.array([{"exp": 0, "const": 1, "uniform": 2, "uniform0": 3}[s.dist] for s in st])
         self.st_prob = np.array([s.prob for s in st])
         self.st_remote = np.array(["remote" in s.flags for s in st])
         self.st_io = np.array([s.io for s in st], dtype=np.int64)
@@ -857,6 +859,9 @@ class Node:
                 a, b = s.hours
                 h = mid.hour
                 if not ((a <= h < b) if a < b else (h >= a or h < b)):
+                    continue
+                # the weekday the run began on (after midnight: the day before)
+                if s.days is not None and (mid.weekday() - (a > b and h < b)) % 7 not in s.days:
                     continue
                 mult = 1.0
             else:

@@ -60,6 +60,7 @@ DEFAULT_PROFILE = [
     0.14,
 ]
 DEFAULT_WEEKDAY = [1.0, 1.0, 1.0, 1.05, 1.15, 0.6, 0.4]  # Mon..Sun
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 # ----------------------------------------------------------------------------- stage model
@@ -72,6 +73,8 @@ class Stage:
     kind: ``cpu`` (role's process, or ``none@role`` = system overhead on that role's CPU),
     ``disc`` (volume of I/O group ``io``), ``line_in``/``line_out`` (the terminal's line),
     ``net_out``/``net_in`` (Expand link), ``delay`` (no resource).
+    ``dist``: exponential, constant, uniform on 0.5-1.5 x mean, or ``uniform0`` on
+    0-2 x mean (the wait for a poll that comes round at a fixed interval).
     ``ms`` is the mean demand: CPU ms on a NonStop TXP (scaled by the processor factor unless
     the workload gives per-processor figures), disc: multiple of the volume's mean I/O time,
     delay: ms. ``prob``: probability the visit happens (disc: cache-miss probability).
@@ -80,7 +83,7 @@ class Stage:
     kind: str
     role: str = ""
     ms: float = 0.0
-    dist: Literal["exp", "const", "uniform"] = "exp"
+    dist: Literal["exp", "const", "uniform", "uniform0"] = "exp"
     prob: float = 1.0
     io: int = -1  # I/O group: file partition chosen once per transaction
     op: Literal["read", "write", ""] = ""
@@ -114,6 +117,7 @@ class Stream:
     profile: list[float]
     weekday: list[float]
     hours: tuple[int, int] | None = None  # active local hours [from, to) for batch
+    days: frozenset[int] | None = None  # batch: weekdays (0 = Monday) its runs start on
 
 
 # ------------------------------------------------------------------------------ YAML model
@@ -127,7 +131,10 @@ class ShapeSpec(_M):
     profile: list[float] = Field(default_factory=lambda: list(DEFAULT_PROFILE))
     weekday: list[float] = Field(default_factory=lambda: list(DEFAULT_WEEKDAY))
     growth_per_month: float = Field(default=0.0, ge=-0.5, le=1.0)
-    growth_epoch: dt.date = dt.date(2026, 1, 1)
+    # the day the growth counts from; "start": the first day of the node's simulated history,
+    # so a backfill of a window has the same load whenever it runs (Node anchors it)
+    growth_epoch: dt.date | Literal["start"] = dt.date(2026, 1, 1)
+    growth_max: float | None = Field(default=None, gt=0)  # the growth factor stops here
 
     @model_validator(mode="after")
     def _lens(self) -> ShapeSpec:
@@ -139,6 +146,12 @@ class ShapeSpec(_M):
             raise ValueError("profile and weekday multipliers must be >= 0")
         return self
 
+    def anchored(self, start: dt.date) -> ShapeSpec:
+        """This shape with growth_epoch "start" resolved to the node's first day."""
+        if self.growth_epoch != "start":
+            return self
+        return self.model_copy(update={"growth_epoch": start})
+
 
 class BatchSpec(_M):
     process: str
@@ -147,6 +160,10 @@ class BatchSpec(_M):
     in_file: str
     out_file: str
     hours: tuple[int, int] = (22, 6)
+    # local weekdays a run starts on (a run over midnight belongs to the day it began)
+    days: list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]] = Field(
+        default_factory=lambda: list(WEEKDAYS), min_length=1
+    )
 
 
 class PollingSpec(_M):
@@ -505,6 +522,28 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
 
     Returns (types, already_scaled): when the workload gives a component table for this node's
     processor type (e.g. the VLX column of Table 4) the figures are used as they are.
+
+    The flow follows the article's Figure 5 and its text (calibration.md, "Response time"):
+
+    1. request: the ATM waits for its poll (SDLC multidrop line, 2 s poll interval: a message
+       waits U(0, 2 s) for the next poll of its station), 57 bytes in, SNAX line handler,
+       HLS, which hands the request to the TCP (the TCP's read of its terminal ends here);
+       the TCP begins the TMF transaction and sends to the servers, which read and update
+       the accounts and save the sequence number; the TCP replies to HLS (its write starts:
+       the end of the response). A 9-byte SNA positive response follows the request
+       (definite response mode).
+    2. reply: HLS, line handler, 167 bytes out, the ATM's 9-byte SNA response.
+    3. status: after the customer (``customer_ms``) the ATM's 30-byte status waits for its
+       poll; the TCP sends it to the log server, which "writes a transaction journal entry
+       and updates the ATM cash settlement file" (the last ``log_ios`` I/Os, 2), and "the
+       application ends the TMF transaction"; a 9-byte SNA response to the status.
+
+    Response time is the TCP's, as MEASURE defines it for a terminal (end of the read, start
+    of the write) and as the article measured it with HLS user exits ("from the point that a
+    transaction request was sent to the PATHWAY SCREEN COBOL requester" to "the point that a
+    SCREEN COBOL reply was received by HLS"): steps 2 and 3, the polling wait and the line
+    times are outside it, as they were in the article ("the steps ... (transaction logging)
+    do not contribute to the user-perceived response time").
     """
     comps_by_type = spec.params.get("components", {"TXP": RDS_TXP})
     scaled = cpu_type in comps_by_type
@@ -518,11 +557,54 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
     mult = spec.problems.server_ios_multiplier
     split = spec.problems.block_splits
     cpu_dist = spec.params.get("cpu_dist", "uniform")  # CPU bursts: U(0.5, 1.5) x mean
+    # SDLC multidrop polling: a station's message waits for its next poll, U(0, interval)
+    poll_ms = float(spec.params.get("poll_interval_ms", 2000.0))
+    log_ios = int(spec.params.get("log_ios", 2))
+
+    def poll_wait() -> list[Stage]:
+        return [Stage("delay", "", poll_ms / 2, dist="uniform0")] if poll_ms > 0 else []
+
+    def ios(ks: range, n_io: int, n_all: int) -> list[Stage]:
+        out: list[Stage] = []
+        for k in ks:
+            op = "write" if k % 3 == 2 else "read"
+            out += _io_stages(
+                k % 4,
+                op,
+                dp2_ms * n_io / n_all,
+                0.35 if op == "read" else 0.0,
+                120,
+                "tmf_disc",
+                insert=(k % 3 == 2),
+                split_p=split,
+            )
+            if k == 1:  # PIN check: 2 I/Os to the security module
+                out.append(Stage("delay", "", 15.0, dist="exp"))
+                out.append(Stage("delay", "", 15.0, dist="exp"))
+        return out
+
     types = []
     for name, (w, n_io) in mix.items():
         sx, hl, tc, sv, sy = c["snax"] / 6, c["hls"] / 4, c["tcp"], c["server"], c["system"]
-        st: list[Stage] = [
-            _line("line_in", 66, 57, first=True),
+        n_all = round(n_io * mult)
+        n_log = min(log_ios, n_all)
+        # the log server's I/Os: a journal insert (TXLOG, group 2) and a settlement update
+        log = [
+            s
+            for k in range(n_log)
+            for s in _io_stages(
+                2 if k == 0 else 3,
+                "write",
+                dp2_ms * n_io / n_all,
+                0.0,
+                120,
+                "tmf_disc",
+                insert=(k == 0),
+                split_p=split,
+            )
+        ]
+        st: list[Stage] = poll_wait() + [
+            _line("line_in", 66, 57),
             Stage(
                 "cpu",
                 "linehandler",
@@ -532,7 +614,13 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
                 effects=_msg("linehandler", "hls", 57, 0),
             ),
             Stage(
-                "cpu", "hls", hl, dist=cpu_dist, component="hls", effects=_msg("hls", "tcp", 57, 0)
+                "cpu",
+                "hls",
+                hl,
+                dist=cpu_dist,
+                component="hls",
+                flags=("read_done",),
+                effects=_msg("hls", "tcp", 57, 0),
             ),
             Stage(
                 "cpu",
@@ -559,27 +647,38 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
             _line("line_out", 9, 0),
             Stage("cpu", "server", sv * 0.4, dist=cpu_dist, component="server"),
         ]
-        ios = round(n_io * mult)
-        for k in range(ios):
-            op = "write" if k % 3 == 2 else "read"
-            st += _io_stages(
-                k % 4,
-                op,
-                dp2_ms * n_io / ios,
-                0.35 if op == "read" else 0.0,
-                120,
-                "tmf_disc",
-                insert=(k % 3 == 2),
-                split_p=split,
-            )
-            if k == 1:  # PIN check: 2 I/Os to the security module
-                st.append(Stage("delay", "", 15.0, dist="exp"))
-                st.append(Stage("delay", "", 15.0, dist="exp"))
+        st += ios(range(n_all - n_log), n_io, n_all)
         st += [
             Stage("cpu", "server", sv * 0.4, dist=cpu_dist, component="server"),
             Stage(
                 "cpu",
                 "none@server",
+                sy * 0.3,
+                dist=cpu_dist,
+                component="system",
+                effects=(("cpu", "cpu", "INTR-BUSY-TIME", 0.5, "svc"),),
+            ),
+            Stage("cpu", "tcp", tc * 0.35, dist=cpu_dist, component="tcp"),
+            # the TCP's write to HLS starts: the response ends with the TCP's visit above
+            Stage("cpu", "hls", hl, dist=cpu_dist, component="hls", flags=("reply",)),
+            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
+            _line("line_out", 176, 167),
+            _line("line_in", 9, 0),
+            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
+            Stage("delay", "", spec.params.get("customer_ms", 8000.0), dist="exp"),
+        ]
+        st += poll_wait() + [
+            _line("line_in", 39, 30),
+            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
+            Stage("cpu", "hls", hl, dist=cpu_dist, component="hls"),
+            Stage("cpu", "tcp", tc * 0.20, dist=cpu_dist, component="tcp"),
+            Stage("cpu", "server", sv * 0.2, dist=cpu_dist, component="server"),
+        ]
+        st += log
+        st += [
+            Stage(
+                "cpu",
+                "none@tcp",
                 sy * 0.3,
                 dist=cpu_dist,
                 component="system",
@@ -599,27 +698,7 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
                     ("cpu", "dp2cpu", "DISC-IOS", 1, "done"),
                 ),
             ),
-            Stage("cpu", "tcp", tc * 0.35, dist=cpu_dist, component="tcp"),
             Stage("cpu", "other", c["other"], dist=cpu_dist, component="other"),
-            Stage("cpu", "hls", hl, dist=cpu_dist, component="hls"),
-            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
-            _line("line_out", 176, 167, reply=True),
-            _line("line_in", 9, 0),
-            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
-            Stage("delay", "", spec.params.get("customer_ms", 8000.0), dist="exp"),
-            _line("line_in", 39, 30),
-            Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
-            Stage("cpu", "hls", hl, dist=cpu_dist, component="hls"),
-            Stage("cpu", "tcp", tc * 0.20, dist=cpu_dist, component="tcp"),
-            Stage("cpu", "server", sv * 0.2, dist=cpu_dist, component="server"),
-            Stage(
-                "cpu",
-                "none@tcp",
-                sy * 0.3,
-                dist=cpu_dist,
-                component="system",
-                effects=(("cpu", "cpu", "INTR-BUSY-TIME", 0.5, "svc"),),
-            ),
             Stage("cpu", "hls", hl, dist=cpu_dist, component="hls"),
             Stage("cpu", "linehandler", sx, dist=cpu_dist, component="snax"),
             _line("line_out", 9, 0),
@@ -737,8 +816,14 @@ def polling_type() -> TxnType:
 
 
 def rate_multiplier(shape: ShapeSpec, local: dt.datetime) -> float:
-    """Daily profile x weekday factor x compound monthly growth, at a local time."""
+    """Daily profile x weekday factor x compound monthly growth (whole days since the
+    epoch; held at growth_max once reached), at a local time."""
+    assert shape.growth_epoch != "start", "anchor the shape first (ShapeSpec.anchored)"
     months = (local.date() - shape.growth_epoch).days / 30.4375
+    growth = (1.0 + shape.growth_per_month) ** months
+    if shape.growth_max is not None:
+        cap = shape.growth_max
+        growth = min(growth, cap) if shape.growth_per_month >= 0 else max(growth, cap)
     return (
         float(
             np.interp(
@@ -746,5 +831,5 @@ def rate_multiplier(shape: ShapeSpec, local: dt.datetime) -> float:
             )
         )
         * shape.weekday[local.weekday()]
-        * (1.0 + shape.growth_per_month) ** months
+        * growth
     )

@@ -1,0 +1,96 @@
+"""`measuredb node …`: the simulated node on its own, in memory (no database).
+
+    measuredb node sweep --node et1-txp [--node et1-vlx] [--from 8 --to 40 --steps 9 | --tps 10,20,30]
+                         [--workload W] [--seed S] [--minutes M] [--warm-minutes M] [--out PLOT.png]
+
+The sweep runs the node once per offered load (the workload's rate replaced), measures
+TERMINAL TRANSACTIONS and RESPONSE-TIME and CPU-BUSY-TIME the way a MEASURE measurement
+records them (collector/node/response.py), prints the throughput-versus-response table and
+saves the curve (the VLX article's Figure 6) as a PNG beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from collector.node.response import plot_sweep, sweep
+from collector.node.topology import NodeFileError, node_names
+
+node_app = typer.Typer(no_args_is_help=True, help="The simulated node alone, in memory.")
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _loads(tps: str | None, lo: float, hi: float, steps: int) -> list[float]:
+    if tps:
+        try:
+            vals = [float(x) for x in tps.split(",") if x.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"not a list of numbers: {tps!r}", param_hint="--tps") from None
+        if not vals or min(vals) <= 0:
+            raise typer.BadParameter("give offered loads > 0", param_hint="--tps")
+        return vals
+    if not 0 < lo < hi or steps < 2:
+        raise typer.BadParameter("need 0 < --from < --to and --steps >= 2")
+    return [round(float(x), 3) for x in np.linspace(lo, hi, steps)]
+
+
+@node_app.command("sweep")
+def sweep_command(
+    node: Annotated[list[str], typer.Option("--node", help=f"node(s): {', '.join(node_names())}")],
+    workload: Annotated[
+        str | None, typer.Option(help="workload name or file; default: the node's own")
+    ] = None,
+    tps: Annotated[
+        str | None, typer.Option(help="offered loads, comma-separated (tps); overrides --from/--to")
+    ] = None,
+    lo: Annotated[float, typer.Option("--from", help="lowest offered load (tps)")] = 8.0,
+    hi: Annotated[float, typer.Option("--to", help="highest offered load (tps)")] = 40.0,
+    steps: Annotated[int, typer.Option(help="offered loads from --from to --to")] = 9,
+    seed: Annotated[int, typer.Option(help="random seed (same for every point)")] = 2026,
+    minutes: Annotated[float, typer.Option(help="measured minutes per point")] = 30.0,
+    warm_minutes: Annotated[float, typer.Option(help="unmeasured warm-up minutes per point")] = 10.0,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="PNG file (default: sweep-NODE[-NODE].png)")
+    ] = None,
+) -> None:
+    """Throughput versus response time over a range of offered load (Figure 6 of
+    "NonStop VLX Performance"): a table per node and one PNG plot."""
+    from collector.service import DEFAULT_WORKLOADS
+
+    loads = _loads(tps, lo, hi, steps)
+    if minutes <= 0 or warm_minutes < 0:
+        raise typer.BadParameter("--minutes must be > 0 and --warm-minutes >= 0")
+    curves = {}
+    for name in node:
+        wl = workload or DEFAULT_WORKLOADS.get(name, name)
+        try:
+            pts = sweep(name, wl, loads, seed=seed, warm_s=warm_minutes * 60, run_s=minutes * 60)
+        except NodeFileError as exc:
+            err.print(f"measuredb: {exc}", markup=False)
+            raise typer.Exit(2) from None
+        curves[name] = pts
+        table = Table(title=f"{name} ({wl}): {minutes:g} measured minutes per point, seed {seed}")
+        for col in ("offered tps", "tps", "CPU %", "avg s", "95 % s", "97 % s", "transactions"):
+            table.add_column(col, justify="right")
+        table.caption = "* saturated: completed < 95 % of the offered load (left out of the plot)"
+        for p in pts:
+            table.add_row(
+                f"{p.offered_tps:g}" + (" *" if p.saturated else ""),
+                f"{p.tps:.2f}",
+                f"{p.cpu_percent:.1f}",
+                f"{p.response_avg_s:.2f}",
+                f"{p.response_p95_s:.2f}",
+                f"{p.response_p97_s:.2f}",
+                f"{p.transactions:,}",
+            )
+        out.print(table)
+    path = out_path or Path(f"sweep-{'-'.join(node)}.png")
+    plot_sweep(curves, path)
+    out.print(f"plot: {path}", markup=False)
