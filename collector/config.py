@@ -39,6 +39,13 @@ class DatabaseSettings(BaseSettings):
         description="use TimescaleDB when the server has it (auto), require it (on), or never (off)",
     )
 
+    engine: Literal["auto", "citus", "postgresql"] = Field(
+        default="auto",
+        validation_alias=AliasChoices("MEASUREDB_ENGINE"),
+        description="Citus when the database has it or the server preloads it (auto), require "
+                    "Citus (citus), or never (postgresql)",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:

@@ -595,10 +595,11 @@ class Writer:
         with conn.cursor() as cur:
             if sl.entities:
                 cur.executemany(
+                    # INSERT … SELECT, not a subquery in VALUES: Citus refuses those
                     "INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)"
-                    " VALUES (%s, (SELECT system_id FROM _measure.collector_state WHERE collector_id = %s),"
-                    " %s, %s, %s::jsonb, %s, _measure.us_to_timestamptz(%s)) ON CONFLICT DO NOTHING",
-                    [(eid, self.collector_id, code, key, ids, cpu if cpu >= 0 else None, at)
+                    " SELECT %s, s.system_id, %s, %s, %s::jsonb, %s, _measure.us_to_timestamptz(%s)"
+                    " FROM _measure.collector_state s WHERE s.collector_id = %s ON CONFLICT DO NOTHING",
+                    [(eid, code, key, ids, cpu if cpu >= 0 else None, at, self.collector_id)
                      for eid, code, key, ids, cpu, at in sl.entities],
                 )
             if sl.runs:
@@ -645,7 +646,9 @@ class Writer:
                 state = {"started": "running", "stopped": "stopped"}[event]
                 cur.execute(
                     f"UPDATE _measure.measurement SET state = %s, {column} = _measure.us_to_timestamptz(%s),"
-                    " usage = coalesce(%s, usage), updated_at = clock_timestamp()"
+                    # statement_timestamp(), not clock_timestamp(): Citus refuses a VOLATILE
+                    # function in an UPDATE of a distributed or reference table
+                    " usage = coalesce(%s, usage), updated_at = statement_timestamp()"
                     " WHERE measurement_id = %s AND state <> 'stopped'",
                     (state, at, None if usage is None else json.dumps(usage), mid),
                 )

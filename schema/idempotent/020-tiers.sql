@@ -973,9 +973,9 @@ DO $backfill$
 DECLARE
     v_sys smallint;
 BEGIN
-    FOR v_sys IN SELECT s.system_id FROM _measure.system s
-                  WHERE EXISTS (SELECT 1 FROM _measure.cpu_hour h WHERE h.system_id = s.system_id)
-                    AND NOT EXISTS (SELECT 1 FROM _measure.cpu_trend_day t WHERE t.system_id = s.system_id) LOOP
+    -- (read from the tiers alone: on Citus both are distributed by system_id, co-located)
+    FOR v_sys IN SELECT DISTINCT h.system_id FROM _measure.cpu_hour h
+                  WHERE NOT EXISTS (SELECT 1 FROM _measure.cpu_trend_day t WHERE t.system_id = h.system_id) LOOP
         PERFORM _measure.condense_trend_days(v_sys, ARRAY(
             SELECT DISTINCT (h.hour_at AT TIME ZONE s.time_zone)::date
               FROM _measure.cpu_hour h JOIN _measure.system s USING (system_id)

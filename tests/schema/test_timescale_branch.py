@@ -243,7 +243,7 @@ def _defined(f) -> dict[str, object]:
 def _pairs() -> list[tuple[object, object]]:
     by_key: dict[tuple, dict[str, object]] = {}
     for f in ALL_FILES:
-        if f.variant:
+        if f.variant in ("plain", "timescale"):  # (a Citus file has no counterpart)
             key = (f.version, f.path.name.split(".")[0])
             by_key.setdefault(key, {})[f.variant] = f
     return [(v.get("plain"), v.get("timescale")) for v in by_key.values()]
