@@ -37,9 +37,6 @@ RETURNS text LANGUAGE sql STABLE AS $$
      WHERE t.type_code = p_type
 $$;
 
--- Per counter record, measurement and UTC hour, the sums of the interval records of the
--- ranges [p_lo[i], p_hi[i]) (by FROM-TIMESTAMP), with best = this measurement has the most
--- measured time of the entity in that hour (within the ranges; ties: the lower id).
 -- The clause that ends a range read of _measure.record_rows and _measure.discopen_rows:
 -- OFFSET 0 (a probe per range, not flattened) unless the ranges lie within one day.
 CREATE OR REPLACE FUNCTION _measure.range_probe(p_lo timestamptz[], p_hi timestamptz[]) RETURNS text
@@ -49,6 +46,9 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 GRANT EXECUTE ON FUNCTION _measure.range_probe(timestamptz[], timestamptz[]) TO measure_writer;
 
+-- Per counter record, measurement and UTC hour, the sums of the interval records of the
+-- ranges [p_lo[i], p_hi[i]) (by FROM-TIMESTAMP), with best = this measurement has the most
+-- measured time of the entity in that hour (within the ranges; ties: the lower id).
 CREATE OR REPLACE FUNCTION _measure.record_rows(p_system smallint, p_type smallint, p_lo timestamptz[],
                                                 p_hi timestamptz[], p_measurement integer)
 RETURNS TABLE (entity_id bigint, record_at timestamptz, measurement_id integer, hour_at timestamptz,
