@@ -467,6 +467,9 @@ GRANT EXECUTE ON FUNCTION measure.report_transaction_resource(text, timestamptz,
 -- -15 % of the estimate (crossing_early / crossing_late), the month tier's peak for
 -- reference, and for CPUs a what-if: the peak if the busiest other CPU halted and its load
 -- were spread evenly over the remaining CPUs.
+-- (The month peaks are grouped per entity and subject and joined, not read by a lateral
+-- subquery per fitted line: Citus runs no lateral join from a CTE into a distributed table,
+-- and the one definition then serves every engine.)
 CREATE OR REPLACE FUNCTION measure.report_capacity_forecast(p_system text, p_from date, p_to date,
                                                             p_capacity numeric DEFAULT 70)
 RETURNS TABLE (entity text, subject text, days bigint, peak_busy_first numeric, peak_busy_last numeric,
@@ -486,17 +489,18 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                (array_agg(peak ORDER BY day DESC))[1] AS last_peak
           FROM d GROUP BY 1, 2),
     ncpu AS (SELECT count(*) AS n FROM fit WHERE entity = 'cpu'),
+    m AS (
+        SELECT tm.entity, tm.subject, max(tm.vmax) AS month_peak FROM _measure.tier_month tm
+         WHERE tm.system_id = measure.system_id_of(p_system) AND tm.entity IN ('cpu', 'disc') AND tm.item = 'busy'
+           AND tm.month BETWEEN date_trunc('month', p_from)::date AND p_to
+         GROUP BY 1, 2),
     cross_at AS (
         SELECT f.*, m.month_peak,
                CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity - f.icpt) / f.slope)::integer END AS at_est,
                CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity / 1.15 - f.icpt) / f.slope)::integer END AS at_early,
                CASE WHEN f.slope > 0 THEN p_from + ceil((p_capacity / 0.85 - f.icpt) / f.slope)::integer END AS at_late
           FROM fit f
-          LEFT JOIN LATERAL (
-              SELECT max(tm.vmax) AS month_peak FROM _measure.tier_month tm
-               WHERE tm.system_id = measure.system_id_of(p_system) AND tm.entity = f.entity
-                 AND tm.subject = f.subject AND tm.item = 'busy'
-                 AND tm.month BETWEEN date_trunc('month', p_from)::date AND p_to) m ON true)
+          LEFT JOIN m ON m.entity = f.entity AND m.subject = f.subject)
     SELECT c.entity, c.subject, c.days, round(c.first_peak, 3), round(c.last_peak, 3), round(c.slope, 6),
            CASE WHEN c.at_est IS NOT NULL THEN greatest(c.at_est, p_from) END,
            CASE WHEN c.at_early IS NOT NULL THEN greatest(c.at_early, p_from) END,

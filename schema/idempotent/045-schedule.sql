@@ -39,6 +39,9 @@ COMMENT ON VIEW measure.report_run IS
 -- the hour's shift exist. One row per hour that is not fine; no rows = every hour complete.
 -- problems (comma-separated): 'no data', 'not condensed', 'pending', 'partly condensed', 'partial coverage',
 -- 'no shift tier', 'no month tier'.
+-- (The dirty hours and the shift and month tiers are read once each and joined, not by a
+-- subquery per hour: Citus runs no subquery that correlates a distributed table with a
+-- CTE's rows, and the one definition then serves every engine.)
 CREATE OR REPLACE FUNCTION measure.report_condensation_check(p_system text, p_day date)
 RETURNS TABLE (hour_at timestamptz, time_of_day text, loadid text, shift_day date, shift_no smallint,
                measured integer, condensed integer, coverage_min numeric, pending boolean,
@@ -70,19 +73,33 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
                      UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.tmf_hour) t
          WHERE t.system_id = sys.id AND t.hour_at >= sys.lo AND t.hour_at < sys.hi
          GROUP BY t.hour_at),
+    sh AS MATERIALIZED (
+        SELECT h.hour_at, s.shift_day, s.shift_no
+          FROM sys CROSS JOIN hours h LEFT JOIN LATERAL _measure.shift_of(sys.id, h.hour_at) s ON true),
+    dirty AS MATERIALIZED (
+        SELECT d.hour_at FROM sys, _measure.tier_dirty d
+         WHERE d.system_id = sys.id AND d.hour_at >= sys.lo AND d.hour_at < sys.hi),
+    shift_tier AS MATERIALIZED (
+        SELECT DISTINCT ts.shift_day, ts.shift_no FROM sys, _measure.tier_shift ts
+         WHERE ts.system_id = sys.id AND (ts.shift_day, ts.shift_no) IN (SELECT shift_day, shift_no FROM sh)),
+    month_tier AS MATERIALIZED (
+        SELECT DISTINCT tm.month, tm.shift_no FROM sys, _measure.tier_month tm
+         WHERE tm.system_id = sys.id
+           AND (tm.month, tm.shift_no) IN (SELECT date_trunc('month', shift_day)::date, shift_no FROM sh)),
     checked AS (
         SELECT h.hour_at, (h.hour_at AT TIME ZONE sys.tz) AS local_hour, sh.shift_day, sh.shift_no,
                coalesce(raw.n, 0) AS measured, coalesce(tier.n, 0) AS condensed,
                round(tier.coverage_min, 4) AS coverage_min,
-               EXISTS (SELECT 1 FROM _measure.tier_dirty d WHERE d.system_id = sys.id AND d.hour_at = h.hour_at) AS pending,
-               EXISTS (SELECT 1 FROM _measure.tier_shift ts WHERE ts.system_id = sys.id
-                          AND ts.shift_day = sh.shift_day AND ts.shift_no = sh.shift_no) AS shift_tier,
-               EXISTS (SELECT 1 FROM _measure.tier_month tm WHERE tm.system_id = sys.id
-                          AND tm.month = date_trunc('month', sh.shift_day)::date AND tm.shift_no = sh.shift_no) AS month_tier
+               dirty.hour_at IS NOT NULL AS pending,
+               st.shift_day IS NOT NULL AS shift_tier,
+               mt.month IS NOT NULL AS month_tier
           FROM sys CROSS JOIN hours h
           LEFT JOIN raw USING (hour_at)
           LEFT JOIN tier USING (hour_at)
-          LEFT JOIN LATERAL _measure.shift_of(sys.id, h.hour_at) sh ON true)
+          JOIN sh USING (hour_at)
+          LEFT JOIN dirty USING (hour_at)
+          LEFT JOIN shift_tier st ON st.shift_day = sh.shift_day AND st.shift_no = sh.shift_no
+          LEFT JOIN month_tier mt ON mt.month = date_trunc('month', sh.shift_day)::date AND mt.shift_no = sh.shift_no)
     SELECT c.hour_at, to_char(c.local_hour, 'HH24:MI'), measure.loadid(c.local_hour), c.shift_day, c.shift_no,
            c.measured, c.condensed, c.coverage_min, c.pending, c.shift_tier, c.month_tier,
            array_to_string(p.problems, ', ')
