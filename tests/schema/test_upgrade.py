@@ -99,6 +99,13 @@ def load_as_release_90(url: str) -> None:
 def test_upgrade_keeps_every_answer(fresh_database) -> None:
     url = fresh_database("_upgrade")
     assert schema.apply(url, mode=MODE, schema_dir=OLD_SCHEMA).version == 90
+    with psycopg.connect(url, autocommit=True) as c:
+        # release 90's TimescaleDB jobs run on their own schedule: its purge job, once run, set
+        # a raw horizon that kept March's hours out of its tiers (the fault issue 15 fixed),
+        # whenever it beat the tiers job below. The test condenses release 90 itself.
+        if c.execute("SELECT timescaledb FROM _measure.install_info").fetchone()[0]:
+            c.execute("SELECT alter_job(job_id, scheduled => false) FROM timescaledb_information.jobs"
+                      " WHERE proc_schema = '_measure'")
     load_as_release_90(url)
     days = [START.date(), (START + timedelta(hours=HOURS)).date()]
     windows = [(START, START + timedelta(hours=HOURS)), (START + timedelta(minutes=97), START + timedelta(hours=3, minutes=1))]
