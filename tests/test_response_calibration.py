@@ -54,10 +54,11 @@ def test_et1_double_multiplier():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "Table 4's RDS response (1.3 s / 0.9 s at 96-97 % CPU) needs a mechanism the model lacks: "
-    "at that load the TCP and server CPU visits wait ~1.5 s each in the ready queue (M/G/1 with "
-    "priorities); the model gives ~1.3 s at ~75-78 % CPU, like the article's prototype "
-    "(Figure 7: 1.2 s at 78 %, 2.3 s at 88 %). See collector/node/README.md, Calibration."))
+    "Table 4's RDS response (1.3 s / 0.9 s at 96-97 % CPU) needs a mechanism the article does not "
+    "describe: at that load the TCP and server CPU visits wait ~1.4 s each in the ready queue; the "
+    "model matches the prototype at 78 % and 88 % (Figure 7, tests below) and the article itself "
+    "gives this same run 1.8 s at 95 % in Table 1. Only ~20 points of busy made lowest-priority "
+    "(a fitted share, which breaks Figure 7) reach Table 4. See collector/node/README.md, Calibration."))
 @pytest.mark.parametrize(("node", "avg", "p95"), [("rds-txp", 1.3, 2.8), ("rds-vlx", 0.9, 2.1)])
 def test_rds_table4_response(node, avg, p95):
     p = measure_response(node, "rds", seed=2026, run_s=HOUR_S)
@@ -100,3 +101,12 @@ def test_node_sweep_rejects_bad_loads(tmp_path):
                                    "--out", str(tmp_path / "s.png")])
     assert res.exit_code == 2
     assert not (tmp_path / "s.png").exists()
+
+
+def test_rds_at_the_knee_matches_the_prototype():
+    # Figure 7, Test 4 (prototype, TXP): 2.3 s average at 88 % CPU, 95 % < 5.5 s ("queuing
+    # started to become a negative factor"); the same offered-load rule as above.
+    p = measure_response("rds-txp", "rds", tps=12.0 * 88 / 96, seed=2026, run_s=HOUR_S)
+    assert p.cpu_percent == pytest.approx(88, abs=2)
+    assert p.response_avg_s == pytest.approx(2.3, rel=0.10)
+    assert p.response_p95_s < 5.5
