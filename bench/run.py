@@ -3,7 +3,9 @@
 Each benchmark prints Markdown (a heading and a table of medians and ratios measured in one
 run). This runner adds the date and the machine and appends the lot to RESULTS.md.
 Usage: python bench/run.py [NAME ...]   (NAME = bench_node, bench_ingest, …; default: all but
-the slow ones, which run only by name: bench_history backfills 30 days of ref16, ~40 minutes)
+the slow ones, which run only by name: bench_history backfills 30 days of ref16, ~40 minutes;
+bench_citus starts a Citus coordinator and workers and loads two ref16 systems three times,
+~8 minutes, and needs Citus installed into the wheel, `make citus`)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-SLOW = {"bench_history"}
+SLOW = {"bench_history", "bench_citus"}
 
 
 def machine() -> str:
