@@ -208,14 +208,21 @@ BEGIN
                                         INTERVAL '1 day')::date LOOP
         v_name := 'interval_run_p' || to_char(v_day, 'YYYYMMDD');
         CONTINUE WHEN to_regclass('_measure.' || v_name) IS NOT NULL;
-        -- two writers creating the same day: the second waits here, then finds it
+        -- two writers creating the same day: the second waits here, then finds it, by a
+        -- query of pg_class (a fresh snapshot): to_regclass reads the catalog cache, which an
+        -- advisory lock does not refresh, and missed the partition just committed
         PERFORM pg_advisory_xact_lock(0x4D454153, 100);
-        CONTINUE WHEN to_regclass('_measure.' || v_name) IS NOT NULL;
-        EXECUTE format('CREATE TABLE _measure.%I PARTITION OF _measure.interval_run '
-                       'FOR VALUES FROM (%L) TO (%L) WITH (toast_tuple_target = 128)',
-                       v_name, (v_day + time '00:00') AT TIME ZONE 'UTC',
-                       (v_day + 1 + time '00:00') AT TIME ZONE 'UTC');
-        v_made := v_made + 1;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pg_class c WHERE c.relname = v_name
+                                 AND c.relnamespace = '_measure'::regnamespace);
+        BEGIN
+            EXECUTE format('CREATE TABLE _measure.%I PARTITION OF _measure.interval_run '
+                           'FOR VALUES FROM (%L) TO (%L) WITH (toast_tuple_target = 128)',
+                           v_name, (v_day + time '00:00') AT TIME ZONE 'UTC',
+                           (v_day + 1 + time '00:00') AT TIME ZONE 'UTC');
+            v_made := v_made + 1;
+        EXCEPTION WHEN duplicate_table OR unique_violation THEN
+            NULL;   -- made by another writer after all: what was wanted
+        END;
     END LOOP;
     RETURN v_made;
 END

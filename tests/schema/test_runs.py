@@ -181,3 +181,34 @@ def test_slices_defer_the_month_rows_to_the_backfill_end_or_the_upkeep(url: str,
         c.execute("SELECT _measure.recondense(system_id, %s, %s) FROM _measure.system",
                   (datetime.fromtimestamp(T0 / SECOND, UTC), datetime.fromtimestamp(T0 / SECOND + 7200, UTC)))
         assert {v: c.execute(f"SELECT * FROM measure.{v} ORDER BY 1, 2, 3").fetchall() for v in deferred} == deferred
+
+
+def test_two_writers_making_the_same_day_partition(url: str) -> None:
+    """Every collector starts a new UTC day at midnight: the second writer to make the day's
+    partition waits for the first, then finds it (it failed with DuplicateTable: its catalog
+    cache still missed the partition the first had just committed)."""
+    import threading
+    import time
+
+    day = ("2026-05-01 00:00+00", "2026-05-01 00:10+00")
+    if MODE == "on":
+        pytest.skip("interval runs are a hypertable here: TimescaleDB makes its own chunks")
+    with psycopg.connect(url) as a, psycopg.connect(url) as b:
+        made_a = a.execute("SELECT _measure.run_partitions_for(%s, %s)", day).fetchone()[0]
+        out: dict[str, object] = {}
+
+        def second() -> None:
+            try:
+                out["b"] = b.execute("SELECT _measure.run_partitions_for(%s, %s)", day).fetchone()[0]
+                b.commit()
+            except psycopg.Error as exc:
+                out["b"] = exc
+
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(1.0)             # b waits on the advisory lock a holds
+        a.commit()
+        t.join(30)
+        parts = a.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = '_measure.interval_run'::regclass "
+                          "AND inhrelid::regclass::text = '_measure.interval_run_p20260501'").fetchone()[0]
+    assert (made_a, out["b"], parts) == (1, 0, 1)
