@@ -497,8 +497,7 @@ COMMENT ON VIEW measure.line_hour IS
     'LINE hourly tier: read/write busy %, requests/s, bytes/s, transactions/s, average response.';
 
 CREATE OR REPLACE VIEW measure.process_hour AS
-SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
-       e.ids->>'program_file_name' AS program_file_name, (e.ids->>'priority')::integer AS priority,
+SELECT s.system_name, h.cpu, e.pin, e.process_name, e.program_file_name, e.priority,
        h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
        measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
        h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
@@ -513,7 +512,14 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
        h.vsem_min, h.first_from_at, h.last_to_at
   FROM _measure.process_hour_best h
   JOIN _measure.system s USING (system_id)
-  JOIN _measure.entity e USING (entity_id);
+  -- the names once per process, not once per hour row (OFFSET 0: before the join; a week of
+  -- ref16's 394 processes is 66,000 hour rows, and reading the names out of each row's
+  -- entity cost as much as the rest of the view)
+  JOIN (SELECT e.entity_id, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
+               e.ids->>'program_file_name' AS program_file_name, (e.ids->>'priority')::integer AS priority
+          FROM _measure.entity e
+         WHERE e.type_code = (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'process')
+        OFFSET 0) e USING (entity_id);
 GRANT SELECT ON measure.process_hour TO measure_writer, measure_api, measure_reader;
 COMMENT ON VIEW measure.process_hour IS
     'PROCESS hourly tier (Figure 7): PQLEN = RECV-QTIME/DELTA-TIME, VSEM = VSEMS/s, READY-BUSY = READY-TIME/CPU-BUSY-TIME. Unfiltered: apply Figure 7''s PQLEN > 0.3 in reports.';
@@ -523,9 +529,8 @@ COMMENT ON COLUMN measure.process_hour.ready_busy_ratio IS 'READY-BUSY = READY-T
 -- USERDEF: the value in the unit of the counter's TYPE: ACCUM/FACCUM per second, BUSY and
 -- QBUSY %, QUEUE average queue length (measure.rate decides, style P3).
 CREATE OR REPLACE VIEW measure.userdef_hour AS
-SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
-       e.ids->>'program_file_name' AS program_file_name, upper(e.ids->>'name') AS counter_name,
-       (e.ids->>'index')::integer AS counter_index, t.counter_type,
+SELECT s.system_name, h.cpu, e.pin, e.process_name, e.program_file_name, e.counter_name, e.counter_index,
+       t.counter_type,
        h.hour_at, (h.hour_at AT TIME ZONE s.time_zone) AS local_hour,
        measure.loadid(h.hour_at AT TIME ZONE s.time_zone) AS loadid,
        h.measurement_id, h.samples, h.elapsed_us / 1e6 AS elapsed_seconds,
@@ -537,7 +542,13 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
        h.first_from_at, h.last_to_at
   FROM _measure.userdef_hour_best h
   JOIN _measure.system s USING (system_id)
-  JOIN _measure.entity e USING (entity_id)
+  -- the names once per user counter, not once per hour row (as measure.process_hour)
+  JOIN (SELECT e.entity_id, (e.ids->>'pin')::integer AS pin, e.ids->>'process_name' AS process_name,
+               e.ids->>'program_file_name' AS program_file_name, upper(e.ids->>'name') AS counter_name,
+               (e.ids->>'index')::integer AS counter_index
+          FROM _measure.entity e
+         WHERE e.type_code = (SELECT t.type_code FROM _measure.entity_type t WHERE t.entity = 'userdef')
+        OFFSET 0) e USING (entity_id)
   -- the counter's TYPE as its measurement's CONTAB declares it (the first ADD COUNTER of the
   -- name; ACCUM when none does): joined once per query, not looked up per row (a SECURITY
   -- DEFINER function per row cost 7 s on a week of the reference node's 320 user counters)
@@ -546,7 +557,7 @@ SELECT s.system_name, h.cpu, (e.ids->>'pin')::integer AS pin, e.ids->>'process_n
                FROM _measure.measurement m,
                     jsonb_array_elements(coalesce(m.contab->'counters', '[]')) WITH ORDINALITY c (value, n)
               ORDER BY m.measurement_id, upper(c.value->>'name'), c.n) uc
-         ON uc.measurement_id = h.measurement_id AND uc.counter_name = upper(e.ids->>'name')
+         ON uc.measurement_id = h.measurement_id AND uc.counter_name = e.counter_name
   CROSS JOIN LATERAL (
       SELECT ut AS counter_type,
              CASE WHEN ut IN ('BUSY', 'QBUSY') THEN 'busy' WHEN ut = 'QUEUE' THEN 'queue'

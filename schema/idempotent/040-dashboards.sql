@@ -1069,8 +1069,10 @@ GRANT EXECUTE ON FUNCTION _measure.terminal_months(smallint, date[], smallint[])
 -- [from, to], per bucket and terminal (entity_id), as sums: hours (hour_at, its shift),
 -- shifts (their start, shift_no) or months (their first local midnight, the chosen shifts
 -- combined: shift_no NULL). p_lines: only the terminals of those lines (NULL: all).
+DROP FUNCTION IF EXISTS _measure.terminal_rows(smallint, text, timestamptz, timestamptz, integer[], text[]);
 CREATE OR REPLACE FUNCTION _measure.terminal_rows(p_system smallint, p_tier text, p_from timestamptz,
-                                                  p_to timestamptz, p_shifts integer[], p_lines text[])
+                                                  p_to timestamptz, p_shifts integer[], p_lines text[],
+                                                  p_entities bigint[] DEFAULT NULL)
 RETURNS TABLE (bucket_at timestamptz, shift_no smallint, entity_id bigint, hours bigint, elapsed_us bigint,
                requests bigint, transactions bigint, bytes bigint, response_us bigint, response_max_us numeric)
 LANGUAGE sql STABLE AS $$
@@ -1085,6 +1087,7 @@ LANGUAGE sql STABLE AS $$
       FROM _measure.terminal_hour h
       JOIN hs ON hs.hour_at = h.hour_at
      WHERE p_tier = 'hour' AND h.system_id = p_system AND h.hour_at >= p_from AND h.hour_at <= p_to
+       AND (p_entities IS NULL OR h.entity_id = ANY (p_entities))
        AND (p_lines IS NULL OR h.entity_id IN (SELECT e.entity_id FROM _measure.entity e
                                                 WHERE e.system_id = p_system AND e.ids->>'line_name' = ANY (p_lines)))
     UNION ALL
@@ -1094,6 +1097,7 @@ LANGUAGE sql STABLE AS $$
       JOIN _measure.entity e ON e.entity_id = r.entity_id
      WHERE p_tier = 'shift' AND r.system_id = p_system AND r.grain = 'shift'
        AND r.start_at >= p_from AND r.start_at <= p_to
+       AND (p_entities IS NULL OR r.entity_id = ANY (p_entities))
        AND (p_shifts IS NULL OR r.shift_no = ANY (p_shifts))
        AND (p_lines IS NULL OR e.ids->>'line_name' = ANY (p_lines))
     UNION ALL
@@ -1104,11 +1108,63 @@ LANGUAGE sql STABLE AS $$
       JOIN _measure.entity e ON e.entity_id = r.entity_id
      WHERE p_tier = 'month' AND r.system_id = p_system AND r.grain = 'month'
        AND r.start_at < p_to AND r.end_at > p_from AND r.start_at >= p_from - INTERVAL '32 days'
+       AND (p_entities IS NULL OR r.entity_id = ANY (p_entities))
        AND (p_shifts IS NULL OR r.shift_no = ANY (p_shifts))
        AND (p_lines IS NULL OR e.ids->>'line_name' = ANY (p_lines))
      GROUP BY r.start_at, r.entity_id
 $$;
-GRANT EXECUTE ON FUNCTION _measure.terminal_rows(smallint, text, timestamptz, timestamptz, integer[], text[])
+GRANT EXECUTE ON FUNCTION _measure.terminal_rows(smallint, text, timestamptz, timestamptz, integer[], text[],
+                                                 bigint[])
+    TO measure_writer;
+
+-- Per terminal, the sums over the whole range [from, to] of the rows terminal_rows gives for
+-- the tier p_tier. On the hour tier a shift whose every hour lies in the range is read from
+-- its shift row of _measure.terminal_rollup (the sums of those same hours, kept by
+-- condense_terminal_rollups and by calendar edits), and only the hours of the shifts the
+-- range cuts from _measure.terminal_hour: a week of 1,600 terminals is 21 shift rows and a
+-- few edge hours per terminal instead of 268,800 hour rows. Shifts that began before the
+-- hour tier's retention horizon are read by their hours (their rollup may count hours
+-- retention has since dropped).
+CREATE OR REPLACE FUNCTION _measure.terminal_totals(p_system smallint, p_tier text, p_from timestamptz,
+                                                    p_to timestamptz, p_shifts integer[], p_lines text[])
+RETURNS TABLE (entity_id bigint, hours bigint, elapsed_us numeric, requests numeric, transactions numeric,
+               bytes numeric, response_us numeric, response_max_us numeric)
+LANGUAGE sql STABLE AS $$
+    WITH hs AS MATERIALIZED (     -- the hours of the range, their shift, and whether all of it is in the range
+        SELECT ss.hour_at, ss.shift_no, ss.start_at,
+               ss.start_at >= _measure.horizon('hour')
+               AND measure.hour_end(ss.start_at) >= p_from
+               AND measure.hour_start(ss.end_at - INTERVAL '1 microsecond') <= p_to AS whole
+          FROM _measure.shift_hours(p_system, p_from, p_to + INTERVAL '1 microsecond') ss
+         WHERE p_tier = 'hour' AND (p_shifts IS NULL OR ss.shift_no = ANY (p_shifts))),
+    rows AS (
+        SELECT r.entity_id, r.hours::bigint AS hours, r.elapsed_us, r.requests, r.transactions,
+               r.input_bytes + r.output_bytes AS bytes, r.response_us, r.response_max_us
+          FROM _measure.terminal_rollup r
+          JOIN (SELECT DISTINCT hs.start_at, hs.shift_no FROM hs WHERE hs.whole) w
+            ON w.start_at = r.start_at AND w.shift_no = r.shift_no
+         WHERE r.system_id = p_system AND r.grain = 'shift' AND r.start_at >= p_from - INTERVAL '1 day'
+           AND r.start_at <= p_to
+        UNION ALL   -- (the edge hours as an array: an index condition, not a join the planner
+                    -- would hash on the week's side, not knowing how few hours hs has)
+        SELECT h.entity_id, 1, h.elapsed_us, h.requests, h.transactions, h.input_bytes + h.output_bytes,
+               h.response_us, h.response_max_us
+          FROM _measure.terminal_hour h
+         WHERE h.system_id = p_system AND h.hour_at >= p_from AND h.hour_at <= p_to
+           AND h.hour_at = ANY (ARRAY(SELECT hs.hour_at FROM hs WHERE NOT hs.whole))
+        UNION ALL
+        SELECT t.entity_id, t.hours, t.elapsed_us, t.requests, t.transactions, t.bytes, t.response_us,
+               t.response_max_us
+          FROM _measure.terminal_rows(p_system, p_tier, p_from, p_to, p_shifts, NULL) t
+         WHERE p_tier <> 'hour')
+    SELECT x.entity_id, sum(x.hours)::bigint, sum(x.elapsed_us), sum(x.requests), sum(x.transactions),
+           sum(x.bytes), sum(x.response_us), max(x.response_max_us)
+      FROM rows x
+     WHERE p_lines IS NULL OR x.entity_id IN (SELECT e.entity_id FROM _measure.entity e
+                                               WHERE e.system_id = p_system AND e.ids->>'line_name' = ANY (p_lines))
+     GROUP BY x.entity_id
+$$;
+GRANT EXECUTE ON FUNCTION _measure.terminal_totals(smallint, text, timestamptz, timestamptz, integer[], text[])
     TO measure_writer;
 
 -- p_lines, or NULL when it names every line of the system's terminals (no filter to apply).
@@ -1142,23 +1198,24 @@ DECLARE
     v_sys smallint := measure.system_id_of(p_system);
     v_tier text := measure.dashboard_tier(p_from, p_to);
     v_lines text[] := _measure.terminal_lines(v_sys, p_lines);
+    v_top bigint[];
 BEGIN
+    IF p_top IS NOT NULL THEN   -- the top terminals from their totals, then only their rows
+        v_top := ARRAY(
+            SELECT a.entity_id
+              FROM _measure.terminal_totals(v_sys, v_tier, p_from, p_to, p_shifts, v_lines) a
+              JOIN _measure.entity e ON e.entity_id = a.entity_id
+             ORDER BY a.response_us / nullif(a.transactions, 0) DESC NULLS LAST, e.ids->>'line_name',
+                      e.ids->>'subdev_name'
+             LIMIT p_top);
+    END IF;
     RETURN QUERY
-    WITH r AS MATERIALIZED (
-        SELECT * FROM _measure.terminal_rows(v_sys, v_tier, p_from, p_to, p_shifts, v_lines)),
-    top AS (
-        SELECT a.entity_id
-          FROM (SELECT r.entity_id, sum(r.response_us)::numeric / nullif(sum(r.transactions), 0) AS resp
-                  FROM r GROUP BY r.entity_id) a
-          JOIN _measure.entity e ON e.entity_id = a.entity_id
-         ORDER BY a.resp DESC NULLS LAST, e.ids->>'line_name', e.ids->>'subdev_name'
-         LIMIT p_top)
     SELECT r.bucket_at, v_tier, r.shift_no, e.ids->>'line_name', e.ids->>'subdev_name',
            r.elapsed_us / 1e6, r.transactions::numeric, measure.per_second(r.transactions, r.elapsed_us),
            r.response_us::numeric / nullif(r.transactions, 0) / 1e6, r.response_max_us / 1e6,
            measure.per_second(r.requests, r.elapsed_us), measure.per_second(r.bytes, r.elapsed_us)
-      FROM r JOIN _measure.entity e ON e.entity_id = r.entity_id
-     WHERE p_top IS NULL OR r.entity_id IN (SELECT top.entity_id FROM top)
+      FROM _measure.terminal_rows(v_sys, v_tier, p_from, p_to, p_shifts, v_lines, v_top) r
+      JOIN _measure.entity e ON e.entity_id = r.entity_id
      ORDER BY 1, 4, 5;
 END
 $$;
@@ -1192,11 +1249,7 @@ BEGIN
            measure.per_second(a.transactions, a.elapsed_us), a.response_us / nullif(a.transactions, 0) / 1e6,
            a.response_max_us / 1e6, measure.per_second(a.requests, a.elapsed_us),
            measure.per_second(a.bytes, a.elapsed_us)
-      FROM (SELECT r.entity_id, sum(r.hours)::bigint AS hours, sum(r.elapsed_us) AS elapsed_us,
-                   sum(r.transactions) AS transactions, sum(r.response_us) AS response_us,
-                   max(r.response_max_us) AS response_max_us, sum(r.requests) AS requests, sum(r.bytes) AS bytes
-              FROM _measure.terminal_rows(v_sys, v_tier, p_from, p_to, p_shifts, v_lines) r
-             GROUP BY r.entity_id) a
+      FROM _measure.terminal_totals(v_sys, v_tier, p_from, p_to, p_shifts, v_lines) a
       JOIN _measure.entity e ON e.entity_id = a.entity_id
      ORDER BY 6 DESC NULLS LAST, 1, 2
      LIMIT p_top;
@@ -1224,6 +1277,31 @@ DECLARE
     v_tier text := measure.dashboard_tier(p_from, p_to);
     v_lines text[] := _measure.terminal_lines(v_sys, p_lines);
 BEGIN
+    IF v_tier = 'hour' THEN   -- each hour's spread, then only the hours of the chosen shifts (a
+        RETURN QUERY          -- week of 1,600 terminals: 268,800 rows aggregated, 168 joined)
+        -- (the largest average: the terminal with the largest double-precision average, then
+        -- its exact numeric one; a numeric division per row cost as much as the rest of the
+        -- aggregate. Two averages within 1e-16 of each other could pick the other one.)
+        SELECT g.hour_at, v_tier, g.terminals, g.tps, g.mean, g.p90,
+               g.top[2]::bigint::numeric / g.top[3]::bigint / 1e6 FROM (
+            SELECT h.hour_at, count(*) FILTER (WHERE h.transactions > 0) AS terminals,
+                   sum(h.transactions) * 1e6 / nullif(max(h.elapsed_us), 0) AS tps,
+                   sum(h.response_us)::numeric / nullif(sum(h.transactions), 0) / 1e6 AS mean,
+                   percentile_cont(0.9) WITHIN GROUP (ORDER BY h.response_us::double precision
+                                                               / nullif(h.transactions, 0)) / 1e6 AS p90,
+                   max(ARRAY[h.response_us::double precision / h.transactions, h.response_us, h.transactions])
+                       FILTER (WHERE h.transactions > 0) AS top
+              FROM _measure.terminal_hour h
+             WHERE h.system_id = v_sys AND h.hour_at >= p_from AND h.hour_at <= p_to
+               AND (v_lines IS NULL OR h.entity_id IN (SELECT e.entity_id FROM _measure.entity e
+                                                        WHERE e.system_id = v_sys
+                                                          AND e.ids->>'line_name' = ANY (v_lines)))
+             GROUP BY h.hour_at) g
+         WHERE g.hour_at IN (SELECT ss.hour_at FROM _measure.shift_hours(v_sys, p_from, p_to + INTERVAL '1 microsecond') ss
+                              WHERE p_shifts IS NULL OR ss.shift_no = ANY (p_shifts))
+         ORDER BY 1;
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT r.bucket_at, v_tier, count(*) FILTER (WHERE r.transactions > 0),
            sum(r.transactions) * 1e6 / nullif(max(r.elapsed_us), 0),

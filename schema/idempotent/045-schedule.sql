@@ -62,17 +62,18 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
                    AND r.type_code = ANY (ARRAY(SELECT type_code FROM _measure.entity_type   -- a filter
                           WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf')))) x   -- of the scan
          GROUP BY 1),
-    tier AS (
-        SELECT t.hour_at, count(DISTINCT t.entity_id)::integer AS n,
-               min(t.elapsed_us / 3.6e9) FILTER (WHERE t.is_cpu) AS coverage_min
-          FROM sys, (SELECT system_id, hour_at, entity_id, elapsed_us, true AS is_cpu FROM _measure.cpu_hour_best
-                     UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.disc_hour
-                     UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.line_hour
-                     UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.process_hour
-                     UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.userdef_hour
-                     UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.tmf_hour) t
-         WHERE t.system_id = sys.id AND t.hour_at >= sys.lo AND t.hour_at < sys.hi
-         GROUP BY t.hour_at),
+    tier AS (  -- distinct (hour, entity) by hashing too, then per hour
+        SELECT x.hour_at, count(*)::integer AS n, min(x.cpu_us) / 3.6e9 AS coverage_min
+          FROM (SELECT t.hour_at, t.entity_id, min(t.elapsed_us) FILTER (WHERE t.is_cpu) AS cpu_us
+                  FROM sys, (SELECT system_id, hour_at, entity_id, elapsed_us, true AS is_cpu FROM _measure.cpu_hour_best
+                             UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.disc_hour
+                             UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.line_hour
+                             UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.process_hour
+                             UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.userdef_hour
+                             UNION ALL SELECT system_id, hour_at, entity_id, elapsed_us, false FROM _measure.tmf_hour) t
+                 WHERE t.system_id = sys.id AND t.hour_at >= sys.lo AND t.hour_at < sys.hi
+                 GROUP BY t.hour_at, t.entity_id) x
+         GROUP BY x.hour_at),
     sh AS MATERIALIZED (
         SELECT h.hour_at, s.shift_day, s.shift_no
           FROM sys CROSS JOIN hours h LEFT JOIN LATERAL _measure.shift_of(sys.id, h.hour_at) s ON true),
@@ -81,10 +82,12 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
          WHERE d.system_id = sys.id AND d.hour_at >= sys.lo AND d.hour_at < sys.hi),
     shift_tier AS MATERIALIZED (
         SELECT DISTINCT ts.shift_day, ts.shift_no FROM sys, _measure.tier_shift ts
-         WHERE ts.system_id = sys.id AND (ts.shift_day, ts.shift_no) IN (SELECT shift_day, shift_no FROM sh)),
+         WHERE ts.system_id = sys.id AND ts.shift_day BETWEEN p_day - 1 AND p_day   -- (a shift belongs to
+           AND (ts.shift_day, ts.shift_no) IN (SELECT shift_day, shift_no FROM sh)), -- the day it began)
     month_tier AS MATERIALIZED (
         SELECT DISTINCT tm.month, tm.shift_no FROM sys, _measure.tier_month tm
          WHERE tm.system_id = sys.id
+           AND tm.month BETWEEN date_trunc('month', p_day - 1)::date AND date_trunc('month', p_day)::date
            AND (tm.month, tm.shift_no) IN (SELECT date_trunc('month', shift_day)::date, shift_no FROM sh)),
     checked AS (
         SELECT h.hour_at, (h.hour_at AT TIME ZONE sys.tz) AS local_hour, sh.shift_day, sh.shift_no,

@@ -180,3 +180,39 @@ def test_summary_lists_the_slowest_terminals_of_the_chosen_lines(db) -> None:
     assert [g[:4] for g in got] == [w[:4] for w in want] and len(got) == 2
     for g, w in zip(got, want, strict=True):
         assert all(abs(a - b) < Decimal("1e-12") for a, b in zip(g[4:], w[4:], strict=True)), (g, w)
+
+
+@pytest.mark.parametrize(("start", "end", "shifts", "lines"), [
+    (timedelta(hours=3, minutes=30), timedelta(days=5, hours=2, minutes=15), None, None),   # cuts shifts at both ends
+    (timedelta(hours=9), timedelta(days=6, hours=22), [2], None),                          # one shift number
+    (timedelta(0), timedelta(days=7), [1, 3], ["$X251"]),                                   # whole shifts, one line
+    (timedelta(days=2, hours=1), timedelta(days=2, hours=5), None, None),                   # inside one shift
+])
+def test_top_terminals_over_ranges_that_cut_shifts(db, start, end, shifts, lines) -> None:
+    """On the hour tier the totals read whole shifts from the shift rollup and the cut ones by
+    their hours: the same as summing every hour row of the range and the chosen shifts."""
+    tz, defs = shifts_of(db)
+    lo, hi = simulated.START + start, simulated.START + end
+    tot: dict[tuple, list] = {}
+    hours: dict[tuple, set] = defaultdict(set)
+    for hour, line, term, el, req, tx, byt, resp, rmax in _week_hours(db):
+        if not lo <= hour <= hi or (shifts and shift_of(hour, tz, defs)[1] not in shifts) \
+                or (lines and line not in lines):
+            continue
+        a = tot.setdefault((line, term), [0, 0, 0, 0, 0, 0, None])
+        for i, v in enumerate((1, el, req, tx, byt, resp)):
+            a[i] += v
+        a[6] = rmax if a[6] is None else (max(a[6], rmax) if rmax is not None else a[6])
+        hours[line, term].add(hour)
+    want = sorted(((line, term, h, Decimal(tx), Decimal(resp) / tx / 10**6 if tx else None, rmax / 10**6)
+                   for (line, term), (h, el, req, tx, byt, resp, rmax) in tot.items()),
+                  key=lambda r: (-(r[4] or -1), r[0], r[1]))
+    got = db.execute("SELECT line, terminal, hours, transactions, response_seconds_avg, response_seconds_max "
+                     "FROM measure.terminal_summary(%s, %s, %s, %s, %s)", (SYS, lo, hi, shifts, lines)).fetchall()
+    assert [g[:4] for g in got] == [w[:4] for w in want] and len(want) >= 3
+    assert all(abs(g[4] - w[4]) < Decimal("1e-12") and abs(g[5] - w[5]) < Decimal("1e-12")
+               for g, w in zip(got, want, strict=True)), list(zip(got, want))
+    top = db.execute("SELECT bucket_at, tier, line, terminal FROM measure.terminal_series(%s, %s, %s, %s, %s, 3)",
+                     (SYS, lo, hi, shifts, lines)).fetchall()
+    assert {r[1] for r in top} == {"hour"}
+    assert sorted((r[2], r[3], r[0]) for r in top) == sorted((w[0], w[1], h) for w in want[:3] for h in hours[w[0], w[1]])
