@@ -11,9 +11,13 @@
 --   copy on every node, so a shard joins them locally.
 -- * The collector's and the API's own bookkeeping (checkpoints, heartbeats, requests to the
 --   collector, tokens, report runs, the purge log, the hours to pack, the schema version) stays
---   on the coordinator as plain tables, without their foreign keys to _measure.system and
---   _measure.report_definition (a plain table may not reference a reference table; as a
---   "Citus local table" it could, but Citus then refuses the collector's upserts with now()).
+--   on the coordinator as plain tables. A plain table may not reference a reference table (as
+--   a "Citus local table" it could, but Citus then refuses the collector's upserts with now():
+--   "functions used in the DO UPDATE SET clause ... must be marked IMMUTABLE"), so their
+--   foreign keys to _measure.system and _measure.report_definition become triggers that keep
+--   the same integrity (below): a row naming no system or definition is refused (23503, as by
+--   the foreign key), a system or definition still named is not deleted, and a definition's or
+--   system's report runs go with it (ON DELETE CASCADE).
 --
 -- Citus's rule that a unique constraint of a distributed table includes the distribution
 -- column: the primary keys of _measure.interval_run and _measure.extra_copy get system_id as
@@ -23,6 +27,18 @@
 --
 -- Idempotent: a table already distributed is left as it is. A table of _measure in none of
 -- the lists below stops the run (a new versioned table must be placed here first).
+
+-- The foreign keys of the coordinator's own tables to reference tables, kept by triggers (a
+-- single column each; on_delete as pg_constraint.confdeltype: 'a' no action, 'c' cascade; on
+-- update: no action).
+CREATE TEMP TABLE _citus_foreign_key ON COMMIT DROP AS
+SELECT * FROM (VALUES
+    ('collector_state_system_id_fkey', 'collector_state', 'system_id', 'system', 'system_id', 'a'::"char"),
+    ('collector_heartbeat_system_id_fkey', 'collector_heartbeat', 'system_id', 'system', 'system_id', 'a'),
+    ('control_request_system_id_fkey', 'control_request', 'system_id', 'system', 'system_id', 'a'),
+    ('report_run_definition_id_fkey', 'report_run', 'definition_id', 'report_definition', 'definition_id', 'c'),
+    ('report_run_system_id_fkey', 'report_run', 'system_id', 'system', 'system_id', 'c')
+) f (conname, child, child_column, parent, parent_column, on_delete);
 
 DO $citus$
 DECLARE
@@ -74,10 +90,21 @@ BEGIN
 
     -- the coordinator's own tables stay plain PostgreSQL tables, which Citus leaves alone (a
     -- Citus local table would refuse their upserts' now()): without their foreign keys to the
-    -- reference tables, which a plain local table may not have
+    -- reference tables, which a plain local table may not have; each becomes the triggers made
+    -- below, so only the foreign keys listed there may be dropped
     FOREACH v_name IN ARRAY v_local LOOP
         v_rel := format('_measure.%I', v_name)::regclass;
         FOR v_unplaced IN SELECT k.conname FROM pg_constraint k WHERE k.conrelid = v_rel AND k.contype = 'f' LOOP
+            IF NOT EXISTS (
+                SELECT 1 FROM pg_constraint k JOIN _citus_foreign_key f ON f.conname = k.conname
+                 WHERE k.conrelid = v_rel AND k.conname = v_unplaced AND f.child = v_name
+                   AND k.confrelid = format('_measure.%I', f.parent)::regclass
+                   AND k.conkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = k.conrelid AND attname = f.child_column)]
+                   AND k.confkey = ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = k.confrelid AND attname = f.parent_column)]
+                   AND k.confdeltype = f.on_delete AND k.confupdtype = 'a' AND k.confmatchtype = 's') THEN
+                RAISE EXCEPTION 'Citus: foreign key % of % is not among those kept by triggers', v_unplaced, v_rel
+                    USING HINT = 'add it to _citus_foreign_key in schema/idempotent/005-distribute.citus.sql';
+            END IF;
             EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', v_rel, v_unplaced);
         END LOOP;
     END LOOP;
@@ -135,3 +162,77 @@ $citus$;
 -- function, and every view over Citus tables, on the workers too, where the queries Citus
 -- pushes down to the shards call them (and use the views' row types).
 SET LOCAL citus.enable_ddl_propagation = off;
+
+-- The foreign keys of the coordinator's own tables, as triggers. On the referencing table (a
+-- plain table of the coordinator): a new or changed value must name a row of the referenced
+-- table, which is locked against deletion (FOR KEY SHARE) as the foreign key would lock it. On
+-- the referenced table (a reference table: its triggers run on its copy on the coordinator,
+-- where 900-citus.citus.sql moves them, as every trigger of a reference table): a deleted or
+-- re-keyed row still referenced is refused, or its referencing rows deleted (ON DELETE
+-- CASCADE). Refusals raise foreign_key_violation (23503) with PostgreSQL's own messages.
+-- TG_ARGV: the constraint, the referencing table and column, the referenced table and column,
+-- the delete action.
+CREATE OR REPLACE FUNCTION _measure.citus_fk_check() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_key text := to_jsonb(NEW) ->> TG_ARGV[2];
+    v_type text;
+    v_rows bigint;
+BEGIN
+    IF v_key IS NULL OR (TG_OP = 'UPDATE' AND v_key IS NOT DISTINCT FROM to_jsonb(OLD) ->> TG_ARGV[2]) THEN
+        RETURN NULL;
+    END IF;
+    SELECT format_type(a.atttypid, a.atttypmod) INTO v_type FROM pg_attribute a
+     WHERE a.attrelid = format('_measure.%I', TG_ARGV[3])::regclass AND a.attname = TG_ARGV[4];
+    EXECUTE format('SELECT 1 FROM _measure.%I x WHERE x.%I = $1::%s FOR KEY SHARE OF x', TG_ARGV[3], TG_ARGV[4], v_type)
+      USING v_key;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    IF v_rows = 0 THEN
+        RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_ARGV[1], TG_ARGV[0]
+            USING ERRCODE = 'foreign_key_violation', SCHEMA = '_measure', TABLE = TG_ARGV[1], CONSTRAINT = TG_ARGV[0],
+                  DETAIL = format('Key (%s)=(%s) is not present in table "%s".', TG_ARGV[2], v_key, TG_ARGV[3]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE FUNCTION _measure.citus_fk_referenced() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_key text := to_jsonb(OLD) ->> TG_ARGV[4];
+    v_found boolean;
+BEGIN
+    IF v_key IS NULL OR (TG_OP = 'UPDATE' AND v_key IS NOT DISTINCT FROM to_jsonb(NEW) ->> TG_ARGV[4]) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' AND TG_ARGV[5] = 'c' THEN
+        EXECUTE format('DELETE FROM _measure.%I x WHERE x.%I::text = $1', TG_ARGV[1], TG_ARGV[2]) USING v_key;
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM _measure.%I x WHERE x.%I::text = $1)', TG_ARGV[1], TG_ARGV[2])
+       INTO v_found USING v_key;
+    IF v_found THEN
+        RAISE EXCEPTION 'update or delete on table "%" violates foreign key constraint "%" on table "%"',
+                        TG_ARGV[3], TG_ARGV[0], TG_ARGV[1]
+            USING ERRCODE = 'foreign_key_violation', SCHEMA = '_measure', TABLE = TG_ARGV[1], CONSTRAINT = TG_ARGV[0],
+                  DETAIL = format('Key (%s)=(%s) is still referenced from table "%s".', TG_ARGV[4], v_key, TG_ARGV[1]);
+    END IF;
+    RETURN NULL;
+END
+$$;
+DO $citus$
+DECLARE
+    f record;
+    v_args text;
+BEGIN
+    FOR f IN SELECT * FROM _citus_foreign_key ORDER BY conname LOOP
+        v_args := format('%L, %L, %L, %L, %L, %L', f.conname, f.child, f.child_column, f.parent, f.parent_column,
+                         f.on_delete);
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON _measure.%I', f.conname, f.child);
+        EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OF %I ON _measure.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION _measure.citus_fk_check(%s)', f.conname, f.child_column, f.child, v_args);
+        EXECUTE format('DROP TRIGGER IF EXISTS %I ON _measure.%I', f.conname, f.parent);
+        EXECUTE format('CREATE TRIGGER %I AFTER DELETE OR UPDATE OF %I ON _measure.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION _measure.citus_fk_referenced(%s)', f.conname, f.parent_column, f.parent, v_args);
+    END LOOP;
+END
+$citus$;

@@ -259,3 +259,56 @@ BEGIN
 END
 $citus$;
 SET LOCAL citus.enable_ddl_propagation = on;
+
+-- ---------------------------------------------------------------- triggers of reference tables
+-- A write to a reference table through the coordinator runs on its placements (the
+-- coordinator's own copy and one per worker) and fires no trigger of the coordinator's table
+-- itself. The triggers of a reference table (_measure.threshold's, which re-resolve the stored
+-- violations in the editing transaction: 040-dashboards.sql) are moved to its copy on the
+-- coordinator, where every write to it runs (locally, in the writing transaction, after the
+-- workers' copies are written), and fire there once per statement, as on one node. None stays
+-- on the coordinator's table, from which Citus would copy it to the placements of a worker
+-- added later (where it would fire on every write as well). The coordinator must hold a copy
+-- of the reference tables: it is in the cluster's metadata (citus_set_coordinator_host).
+SET LOCAL citus.enable_ddl_propagation = off;
+DO $citus$
+DECLARE
+    v_rel regclass;
+    v_placement regclass;
+    v_trigger record;
+BEGIN
+    FOR v_rel IN
+        SELECT DISTINCT t.tgrelid::regclass FROM pg_trigger t JOIN pg_dist_partition p ON p.logicalrelid = t.tgrelid
+         WHERE p.partmethod = 'n' AND p.repmodel = 't' AND NOT t.tgisinternal
+           AND t.tgfoid <> 'citus_truncate_trigger()'::regprocedure
+           AND t.tgrelid::regclass::text LIKE '\_measure.%'
+    LOOP
+        SELECT to_regclass(shard_name(v_rel, s.shardid)) INTO v_placement
+          FROM pg_dist_shard s JOIN pg_dist_placement pl ON pl.shardid = s.shardid
+         WHERE s.logicalrelid = v_rel AND pl.groupid = 0;
+        IF v_placement IS NULL THEN
+            RAISE EXCEPTION 'Citus: the coordinator holds no copy of the reference table %, whose triggers must run there', v_rel
+                USING HINT = 'on the coordinator: SELECT citus_set_coordinator_host(''host'', port), then apply the schema again';
+        END IF;
+        FOR v_trigger IN
+            SELECT t.tgname FROM pg_trigger t WHERE t.tgrelid = v_placement AND NOT t.tgisinternal
+        LOOP
+            EXECUTE format('DROP TRIGGER %I ON %s', v_trigger.tgname, v_placement);
+        END LOOP;
+        FOR v_trigger IN
+            SELECT t.tgname, pg_get_triggerdef(t.oid) AS def FROM pg_trigger t
+             WHERE t.tgrelid = v_rel AND NOT t.tgisinternal AND t.tgfoid <> 'citus_truncate_trigger()'::regprocedure
+             ORDER BY t.tgname
+        LOOP
+            IF strpos(v_trigger.def, ' ON ' || v_rel::text || ' ') = 0 THEN
+                RAISE EXCEPTION 'Citus: cannot move trigger % of % to its placement: %', v_trigger.tgname, v_rel, v_trigger.def;
+            END IF;
+            EXECUTE overlay(v_trigger.def PLACING ' ON ' || v_placement::text || ' '
+                            FROM strpos(v_trigger.def, ' ON ' || v_rel::text || ' ')
+                            FOR length(' ON ' || v_rel::text || ' '));
+            EXECUTE format('DROP TRIGGER %I ON %s', v_trigger.tgname, v_rel);
+        END LOOP;
+    END LOOP;
+END
+$citus$;
+SET LOCAL citus.enable_ddl_propagation = on;

@@ -137,6 +137,149 @@ def test_condensing_and_reports_match_the_single_node_result(plain, citus) -> No
     assert differences(snaps["plain"], snaps["citus"]) == []
 
 
+THRESHOLD_STORE = ["SELECT x::text FROM _measure.hour_breach x ORDER BY 1",
+                   "SELECT x::text FROM _measure.threshold_rollup x ORDER BY 1",
+                   "SELECT x::text FROM _measure.threshold_line x ORDER BY 1"]
+THRESHOLD_EDITS = [  # each in its own transaction, rolled back: the product's calls, and plain SQL
+    "SELECT _measure.threshold_set(NULL, 'cpu', 'busy_max', '>', 20)",             # measuredb threshold set
+    "SELECT _measure.threshold_set('\\DEMO', 'cpu', 'busy_max', '>', 10, 1)",       # a system's own, one shift
+    "SELECT _measure.threshold_remove(NULL, 'cpu', 'qlen_max', '>')",               # measuredb threshold remove
+    "SELECT measure.config_threshold_set('\\ET1', 'disc', 'busy_max', '>', 5, NULL, true, NULL)",  # /admin
+    "SELECT measure.config_threshold_remove(NULL, 'cpu', 'swap_max', '>', NULL)",
+    "UPDATE _measure.threshold SET limit_value = limit_value / 4",
+    "INSERT INTO _measure.threshold (system_id, entity, item, operator, limit_value) VALUES (2, 'cpu', 'busy_max', '>', 1)",
+    "DELETE FROM _measure.threshold WHERE entity = 'cpu'",
+    "TRUNCATE _measure.threshold CASCADE",
+]
+
+
+def _threshold_state(c: psycopg.Connection) -> dict[str, list]:
+    days = [START.date(), (START + timedelta(days=1)).date()]
+    windows = [(START, START + timedelta(hours=HOURS))]
+    out = {q: c.execute(q).fetchall() for q in THRESHOLD_STORE}
+    for system in ("\\DEMO", "\\ET1"):
+        snap = snapshot(c, system, days, windows, raw=False)
+        out.update({f"{system} {k}": v for k, v in snap.items() if k.startswith("threshold")})
+    return out
+
+
+def test_threshold_edits_re_resolve_the_violations_as_on_one_node(plain, citus, monkeypatch) -> None:
+    """_measure.threshold is a reference table: its triggers (re-resolving the stored violations,
+    threshold lines and rollups in the editing transaction) run on the coordinator's copy of it,
+    once per statement. Every way of editing a threshold (the functions `measuredb threshold`
+    and /admin/thresholds call, the commands themselves, plain SQL) leaves the same violations
+    and threshold reports as on one node."""
+    from typer.testing import CliRunner
+
+    from collector.cli import app
+
+    for url in (plain, citus):
+        with psycopg.connect(url) as c:
+            c.execute("SELECT _measure.condense()")
+    with psycopg.connect(citus) as c:
+        shell = c.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = '_measure.threshold'::regclass"
+                          " AND NOT tgisinternal AND tgname LIKE 'threshold%'").fetchone()[0]
+        placed = c.execute("SELECT nodeport, result FROM run_command_on_placements('_measure.threshold', $$SELECT"
+                           " string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger WHERE tgrelid = '%%s'::regclass"
+                           " AND NOT tgisinternal$$) ORDER BY nodeport = %s DESC",
+                           (int(citus.split(":")[-1].split("/")[0]),)).fetchall()
+    assert shell == 0  # a worker added later gets none on its copy
+    assert placed[0][1] == "threshold_deleted,threshold_inserted,threshold_truncated,threshold_updated"
+    assert [r for _, r in placed[1:]] == ["", ""]
+    states = {}
+    for name, url in (("plain", plain), ("citus", citus)):
+        with psycopg.connect(url) as c:
+            # each edit starts its transaction, as the commands and the API do (on Citus, multi-shard
+            # reads before it in the same transaction may leave a worker's placements touched over
+            # two connections: "cannot perform query with placements that were modified over
+            # multiple connections"; SET LOCAL citus.multi_shard_modify_mode = sequential first)
+            states[name, "before"] = _threshold_state(c)
+            c.rollback()
+            for edit in THRESHOLD_EDITS:
+                c.execute(edit)
+                states[name, edit] = _threshold_state(c)
+                c.rollback()
+            c.execute("SELECT _measure.threshold_set(NULL, 'cpu', 'busy_max', '>', 20)")  # two edits, one transaction
+            c.execute("UPDATE _measure.threshold SET enabled = false WHERE entity = 'disc'")
+            states[name, "both"] = _threshold_state(c)
+            c.rollback()
+        # the command itself (its own transaction, committed), then back to the shipped limit
+        monkeypatch.setenv("DATABASE_URL", url)
+        for limit in ("20", "70"):
+            done = CliRunner().invoke(app, ["threshold", "set", "cpu", "busy_max", ">", limit])
+            assert done.exit_code == 0, done.output
+            with psycopg.connect(url) as c:
+                states[name, f"cli {limit}"] = _threshold_state(c)
+    assert states["plain", "before"][THRESHOLD_STORE[0]]  # violations to begin with
+    for (name, key), state in states.items():
+        if name == "citus":
+            assert differences(states["plain", key], state) == [], key
+    for edit in THRESHOLD_EDITS[:4]:  # every edit changed something
+        assert states["plain", edit] != states["plain", "before"], edit
+    assert states["plain", "cli 20"] != states["plain", "before"]
+    assert states["plain", "cli 70"] == states["plain", "before"]
+
+
+NEW_SYSTEM = "SELECT _measure.system_add('\\NEW', 9, 'UTC')"
+NEW_DEFINITION = ("INSERT INTO _measure.report_definition (name, report, system_id, schedule) SELECT 'fk-test',"
+                  " 'threshold', system_id, '0 6 * * *' FROM _measure.system WHERE system_name = '\\NEW'")
+NEW_RUN = ("INSERT INTO _measure.report_run (definition_id, system_id, slot_at, report, instance) SELECT"
+           " d.definition_id, d.system_id, now(), d.report, 'i' FROM _measure.report_definition d WHERE d.name = 'fk-test'")
+REFERENCE_EDITS = {  # each a transaction, rolled back: what it answers, or its error
+    "request of no system": ["INSERT INTO _measure.control_request (system_id, kind, payload) VALUES (99, 'status', '{}')"],
+    "heartbeat of no system": ["INSERT INTO _measure.collector_heartbeat (collector_id, system_id, node, started_at,"
+                               " beat_at, mode) VALUES ('x', 99, 'n', now(), now(), 'live')"],
+    "state moved to no system": ["UPDATE _measure.collector_state SET system_id = 99"],
+    "run of no definition": ["INSERT INTO _measure.report_run (definition_id, system_id, slot_at, report, instance)"
+                             " VALUES (9999, 1, now(), 'threshold', 'i')"],
+    "run of no system": ["INSERT INTO _measure.report_run (definition_id, system_id, slot_at, report, instance)"
+                         " SELECT min(definition_id), 99, now(), 'threshold', 'i' FROM _measure.report_definition"],
+    "a good request": ["INSERT INTO _measure.control_request (system_id, kind, payload) VALUES (1, 'status', '{}')"],
+    "removing a system with a request": [
+        NEW_SYSTEM, "INSERT INTO _measure.control_request (system_id, kind, payload) SELECT system_id, 'status', '{}'"
+                    " FROM _measure.system WHERE system_name = '\\NEW'", "SELECT _measure.system_remove('\\NEW')"],
+    "deleting a system with a heartbeat": [
+        NEW_SYSTEM, "INSERT INTO _measure.collector_heartbeat (collector_id, system_id, node, started_at, beat_at, mode)"
+                    " SELECT 'x', system_id, 'n', now(), now(), 'live' FROM _measure.system WHERE system_name = '\\NEW'",
+        "DELETE FROM _measure.system WHERE system_name = '\\NEW'"],
+    "removing a system takes its runs": [NEW_SYSTEM, NEW_DEFINITION, NEW_RUN, "SELECT count(*) FROM _measure.report_run",
+                                         "SELECT _measure.system_remove('\\NEW')",
+                                         "SELECT count(*) FROM _measure.report_run"],
+    "deleting a definition takes its runs": [NEW_SYSTEM, NEW_DEFINITION, NEW_RUN,
+                                             "DELETE FROM _measure.report_definition WHERE name = 'fk-test'",
+                                             "SELECT count(*) FROM _measure.report_run"],
+}
+
+
+def test_the_coordinators_own_tables_keep_their_references_as_on_one_node(plain, citus) -> None:
+    """The coordinator's own tables (collector state, heartbeats, requests, report runs) lost
+    their foreign keys to the reference tables on Citus; triggers keep the same integrity: a
+    bad reference is refused with the foreign key's error, a system still referenced is not
+    removed, and report runs go with their system or definition."""
+    answers: dict[tuple[str, str], list] = {}
+    for name, url in (("plain", plain), ("citus", citus)):
+        with psycopg.connect(url) as c:
+            for label, statements in REFERENCE_EDITS.items():
+                out: list = []
+                try:
+                    for q in statements:
+                        cur = c.execute(q)
+                        out.append(cur.fetchall() if cur.description else cur.statusmessage)
+                except psycopg.Error as exc:
+                    out.append((exc.sqlstate, exc.diag.message_primary, exc.diag.message_detail))
+                c.rollback()
+                answers[name, label] = out
+    for label in REFERENCE_EDITS:
+        assert answers["citus", label] == answers["plain", label], label
+    for label in list(REFERENCE_EDITS)[:5]:
+        assert answers["plain", label][-1][0] == "23503", label
+    assert answers["plain", "a good request"] == ["INSERT 0 1"]
+    assert answers["plain", "removing a system with a request"][-1][0] == "55000"
+    assert answers["plain", "deleting a system with a heartbeat"][-1][0] == "23503"
+    assert answers["plain", "removing a system takes its runs"][-3:] == [[(1,)], [("\\NEW",)], [(0,)]]
+    assert answers["plain", "deleting a definition takes its runs"][-1] == [(0,)]
+
+
 def test_bad_engine_settings_are_refused_and_apply_nothing(fresh_database, citus_cluster) -> None:
     plain_url = fresh_database("_citus_refused")
     with pytest.raises(schema.SchemaError, match="MEASUREDB_ENGINE=citus, but this database has no citus "
