@@ -68,6 +68,13 @@ class SpoolFull(RuntimeError):
 SPOOL_FULL_POLICIES = ("pause", "drop-oldest")
 # what a database that went away raises (a closed connection is an InterfaceError)
 DATABASE_AWAY = (psycopg.OperationalError, psycopg.InterfaceError)
+CONFLICT_RETRIES = 5  # a slice rolled back by a deadlock or serialization failure: written again
+
+
+def rolled_back_by_conflict(exc: Exception) -> bool:
+    """A deadlock, serialization failure or other "transaction rollback" (SQLSTATE class 40)
+    of a database that answers: a conflict with another writer, not an outage."""
+    return isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith("40")
 
 
 def _row_dtype(columns: tuple[str, ...], n_counters: int) -> np.dtype:
@@ -473,8 +480,13 @@ class Writer:
     def _went_down(self, exc: Exception) -> None:
         if self.down_since is None:
             self.down_since = time.time()
-            log.warning("database unreachable, spooling copies to %s: %s", self.spool_dir,
-                        str(exc).strip())
+            if rolled_back_by_conflict(exc):
+                log.warning("slice not written after %d conflicts with other writers (%s): the database "
+                            "answers; spooling copies to %s and writing them again after a pause",
+                            CONFLICT_RETRIES, str(exc).strip().splitlines()[0], self.spool_dir)
+            else:
+                log.warning("database unreachable, spooling copies to %s: %s", self.spool_dir,
+                            str(exc).strip())
         self._backoff_s = min(self.backoff_max_s, max(1.0, 2 * self._backoff_s))
         self._next_try = time.monotonic() + self._backoff_s
         self.close()
@@ -582,25 +594,45 @@ class Writer:
     def _write(self, sl: Slice) -> None:
         if sl.until_us <= self.durable_until_us and not sl.control:
             return
-        conn = self._connection()
-        try:
-            with conn.transaction():
-                self._write_tx(conn, sl, on_conflict=False)
-        except psycopg.errors.UniqueViolation:
-            with conn.transaction():
-                self._write_tx(conn, sl, on_conflict=True)
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            conn = self._connection()
+            try:
+                try:
+                    with conn.transaction():
+                        self._write_tx(conn, sl, on_conflict=False)
+                except psycopg.errors.UniqueViolation:
+                    with conn.transaction():
+                        self._write_tx(conn, sl, on_conflict=True)
+                break
+            except psycopg.OperationalError as exc:
+                # a deadlock or serialization failure with another writer (two collectors'
+                # first slices registering entities at once, say): rolled back whole, so
+                # written again at once; after CONFLICT_RETRIES it goes to the spool
+                if not rolled_back_by_conflict(exc) or attempt == CONFLICT_RETRIES:
+                    raise
+                log.warning("slice up to %s not written (%s, a conflict with another writer); writing it "
+                            "again (%d of %d)", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sl.until_us / 1e6)),
+                            str(exc).strip().splitlines()[0], attempt + 1, CONFLICT_RETRIES)
+                time.sleep(0.2 * attempt)
         self.durable_until_us = max(self.durable_until_us, sl.until_us)
 
     def _write_tx(self, conn: psycopg.Connection, sl: Slice, *, on_conflict: bool) -> None:
         with conn.cursor() as cur:
             if sl.entities:
-                cur.executemany(
-                    # INSERT … SELECT, not a subquery in VALUES: Citus refuses those
+                # one statement for all of them (INSERT … SELECT, not a subquery in VALUES:
+                # Citus refuses those): on Citus a statement is one write of the reference
+                # table on every node, and a ref16 first slice has 14,948 entities
+                eid, code, key, ids, cpu, at = zip(*sl.entities, strict=True)
+                cur.execute(
                     "INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)"
-                    " SELECT %s, s.system_id, %s, %s, %s::jsonb, %s, _measure.us_to_timestamptz(%s)"
-                    " FROM _measure.collector_state s WHERE s.collector_id = %s ON CONFLICT DO NOTHING",
-                    [(eid, code, key, ids, cpu if cpu >= 0 else None, at, self.collector_id)
-                     for eid, code, key, ids, cpu, at in sl.entities],
+                    " SELECT e.entity_id, s.system_id, e.type_code, e.key, e.ids::jsonb, e.cpu,"
+                    "        _measure.us_to_timestamptz(e.at)"
+                    "   FROM unnest(%s::bigint[], %s::smallint[], %s::text[], %s::text[], %s::smallint[],"
+                    "               %s::bigint[]) e (entity_id, type_code, key, ids, cpu, at)"
+                    "  CROSS JOIN _measure.collector_state s WHERE s.collector_id = %s"
+                    "  ORDER BY e.entity_id ON CONFLICT DO NOTHING",
+                    (list(eid), list(code), list(key), list(ids), [c if c >= 0 else None for c in cpu],
+                     list(at), self.collector_id),
                 )
             if sl.runs:
                 cur.execute("SELECT _measure.run_partitions_for(_measure.us_to_timestamptz(%s),"

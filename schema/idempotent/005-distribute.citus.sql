@@ -49,7 +49,7 @@ DECLARE
         'tier_shift', 'tier_month', 'tier_year', 'tier_dirty', 'month_dirty',
         'record_tier', 'discopen_file_tier', 'discopen_open_hours', 'response_hist',
         'terminal_hour', 'terminal_rollup', 'threshold_line', 'threshold_rollup',
-        'hour_breach', 'hour_shadow', 'cpu_trend_day'];
+        'hour_breach', 'hour_shadow', 'cpu_trend_day', 'shard_route'];
     -- on every node, in foreign-key order (a referenced table first)
     v_reference text[] := ARRAY[
         'system', 'entity_type', 'counter_def', 'measurement', 'entity',

@@ -10,7 +10,8 @@
 -- Readers:
 --   _measure.intervals(system, type, lo, hi[, need])  every interval record of an entity type
 --       whose FROM lies in [lo, hi), one row per interval with its run's counters `c` and its
---       index `i`: read counter p as c[i][p]; with `need` (_measure.counter_mask) only the
+--       index `i`: read counter p as c[i][p] (on Citus `c` is the interval's own row and
+--       i = 1: 900-citus.citus.sql); with `need` (_measure.counter_mask) only the
 --       runs where one of those counters is nonzero. An inlined SQL function (pass it plain
 --       values or columns: an argument with a subquery stops the inlining): the planner reads
 --       the runs of [lo, hi) by the BRIN index, decompresses each run's counters once (the

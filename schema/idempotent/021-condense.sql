@@ -61,8 +61,10 @@ BEGIN
             IF cardinality(v_fresh) > 0 THEN
                 EXECUTE format('DELETE FROM _measure.%I WHERE system_id = $1 AND hour_at = ANY ($2)', v_ent || '_hour')
                 USING v_sys, v_fresh;
-                EXECUTE format('INSERT INTO _measure.%I SELECT * FROM _measure.%I($1, $2)', v_ent || '_hour',
-                               v_ent || '_hour_rows')
+                -- (computed where the system's runs are: _measure.shard_route, 130-shard-route.sql)
+                EXECUTE format('INSERT INTO _measure.%I SELECT r.* FROM (SELECT count(*) FROM _measure.shard_route '
+                               'WHERE system_id = $1) one CROSS JOIN LATERAL _measure.%I($1, $2) r',
+                               v_ent || '_hour', v_ent || '_hour_rows')
                 USING v_sys, v_fresh;
             END IF;
         END LOOP;

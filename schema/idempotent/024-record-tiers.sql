@@ -248,7 +248,8 @@ BEGIN
                                               measurement_id, best, cpu, first_at, last_at, samples, run_us, counters)
             SELECT p_system, v_type, 'h', r.hour_at, r.entity_id, r.record_at, r.measurement_id, r.best, r.cpu,
                    r.first_at, r.last_at, r.samples, r.run_us, r.counters
-              FROM _measure.record_rows(p_system, v_type, v_lo, v_hi, NULL) r;
+              FROM (SELECT count(*) FROM _measure.shard_route WHERE system_id = p_system) one  -- (where the runs are:
+             CROSS JOIN LATERAL _measure.record_rows(p_system, v_type, v_lo, v_hi, NULL) r;     -- 130-shard-route.sql)
         END LOOP;
     END LOOP;
     v_fresh := _measure.fresh_hours(p_system, NULL, p_hours);
@@ -261,7 +262,8 @@ BEGIN
         INSERT INTO _measure.response_hist (system_id, type_code, grain, bucket_at, bin, records, transactions,
                                             response_us, mean_max_us)
         SELECT p_system, r.type_code, 'h', r.hour_at, r.bin, r.records, r.transactions, r.response_us, r.mean_max_us
-          FROM _measure.response_rows(p_system, v_lo, v_hi) r;
+          FROM (SELECT count(*) FROM _measure.shard_route WHERE system_id = p_system) one
+         CROSS JOIN LATERAL _measure.response_rows(p_system, v_lo, v_hi) r;
     END LOOP;
     FOREACH v_type IN ARRAY v_types LOOP
         PERFORM _measure.condense_record_rollup(p_system, v_type, 'd', v_days);
@@ -536,8 +538,10 @@ BEGIN
         UPDATE _measure.discopen_open_hours o SET hours = o.hours & ~v_mask
          WHERE o.system_id = p_system AND o.month_at = v_month AND (o.hours & v_mask) <> c_zero;
         EXECUTE format($q$
-            WITH r AS MATERIALIZED (
-                SELECT * FROM _measure.discopen_rows($1, $2, ARRAY(SELECT h + INTERVAL '1 hour' FROM unnest($2) h ORDER BY 1), NULL)),
+            WITH r AS MATERIALIZED (  -- (computed where the system's runs are: 130-shard-route.sql)
+                SELECT r.* FROM (SELECT count(*) FROM _measure.shard_route WHERE system_id = $1) one
+                 CROSS JOIN LATERAL _measure.discopen_rows($1, $2, ARRAY(SELECT h + INTERVAL '1 hour'
+                                                                           FROM unnest($2) h ORDER BY 1), NULL) r),
             rb AS (
                 SELECT r.*, r.measurement_id AS sel FROM r
                 UNION ALL

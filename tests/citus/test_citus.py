@@ -37,7 +37,7 @@ DISTRIBUTED = {"interval_run", "extra_copy", "cpu_hour", "disc_hour", "line_hour
                "userdef_hour", "tmf_hour", "tier_shift", "tier_month", "tier_year", "tier_dirty",
                "month_dirty", "record_tier", "discopen_file_tier", "discopen_open_hours",
                "response_hist", "terminal_hour", "terminal_rollup", "threshold_line",
-               "threshold_rollup", "hour_breach", "hour_shadow", "cpu_trend_day"}
+               "threshold_rollup", "hour_breach", "hour_shadow", "cpu_trend_day", "shard_route"}
 REFERENCE = {"system", "entity_type", "counter_def", "measurement", "entity", "shift", "calendar",
              "calendar_shift", "holiday", "threshold", "system_cpu_type", "retention", "purged",
              "record_tier_type", "record_tier_counter", "breach_basis", "breach_state",
@@ -104,8 +104,8 @@ def test_the_runner_distributes_by_system_id_colocated_with_reference_catalogue(
     assert pk == "PRIMARY KEY (measurement_id, entity_id, record_at, from_at, system_id)"
     assert on_workers
     again = schema.apply(citus)  # idempotent: nothing new, the same layout
-    assert (again.applied, again.distributed, again.reference, again.workers) == ([], 24, 21, 2)
-    assert again.describe() == ("Citus (24 tables distributed by system_id, co-located; 21 reference tables; "
+    assert (again.applied, again.distributed, again.reference, again.workers) == ([], 25, 21, 2)
+    assert again.describe() == ("Citus (25 tables distributed by system_id, co-located; 21 reference tables; "
                                 "2 workers)")
 
 

@@ -122,6 +122,50 @@ def test_outage_spools_and_replays_in_order(target: str, tmp_path: Path) -> None
     assert [t // SECOND for (t,) in tos] == [10, 20, 30, 40, 50]
 
 
+def deadlocks(url: str, times: int) -> None:
+    """The next `times` writes of entities fail as a deadlock with another writer does (the
+    server raises 40P01 and rolls the transaction back)."""
+    with psycopg.connect(url) as c:
+        c.execute("CREATE SEQUENCE public.deadlocks")
+        c.execute(f"""CREATE FUNCTION public.deadlock() RETURNS trigger LANGUAGE plpgsql AS $$
+                      BEGIN
+                          IF nextval('public.deadlocks') <= {times} THEN
+                              RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01';
+                          END IF;
+                          RETURN NULL;
+                      END $$""")
+        c.execute("CREATE TRIGGER deadlock BEFORE INSERT ON _measure.entity"
+                  " FOR EACH STATEMENT EXECUTE FUNCTION public.deadlock()")
+
+
+def test_a_slice_rolled_back_by_a_deadlock_is_written_again_at_once(target: str, tmp_path: Path, caplog) -> None:
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
+    sls = slices(mon, pipe, 20)
+    deadlocks(target, 2)
+    with caplog.at_level("WARNING"):
+        assert writer.flush(sls[0]) and writer.flush(sls[1])
+    assert writer.spooled() == [] and not writer.down
+    assert counts(target) == (4 * 3, 4 * 2)
+    conflicts = [r.getMessage() for r in caplog.records if "conflict with another writer" in r.getMessage()]
+    assert len(conflicts) == 2 and "deadlock detected" in conflicts[0] and "(2 of 5)" in conflicts[0]
+    assert not any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+def test_a_slice_that_keeps_conflicting_is_spooled_and_not_called_an_outage(target: str, tmp_path: Path,
+                                                                            caplog) -> None:
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
+    sls = slices(mon, pipe, 20)
+    deadlocks(target, 5)
+    with caplog.at_level("WARNING"):
+        assert not writer.flush(sls[0])
+    assert len(writer.spooled()) == 1
+    assert any("after 5 conflicts with other writers" in r.getMessage() for r in caplog.records)
+    assert not any("unreachable" in r.getMessage() for r in caplog.records)
+    assert writer.drain(timeout_s=10)  # the sixth write goes through
+    assert writer.flush(sls[1])
+    assert counts(target) == (4 * 3, 4 * 2)
+
+
 AWAY = "postgresql://nobody@127.0.0.1:1/measuredb"
 
 
