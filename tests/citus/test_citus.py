@@ -93,6 +93,12 @@ def test_the_runner_distributes_by_system_id_colocated_with_reference_catalogue(
                                " WHERE c.relnamespace = '_measure'::regnamespace AND NOT c.relispartition")}
         pk = c.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint"
                        " WHERE conrelid = '_measure.interval_run'::regclass AND contype = 'p'").fetchone()[0]
+        # condensing computes a system's rows in its shard group: the query reading the empty
+        # _measure.shard_route for one system goes whole, function call included, to one worker
+        routed = "\n".join(r[0] for r in c.execute(
+            "EXPLAIN (COSTS OFF, VERBOSE) SELECT r.* FROM (SELECT count(*) FROM _measure.shard_route"
+            " WHERE system_id = 1) one CROSS JOIN LATERAL _measure.cpu_hour_rows(1::smallint,"
+            " ARRAY['2026-03-28 20:00+00']::timestamptz[]) r"))
         on_workers = c.execute("SELECT bool_and(success AND result = 't') FROM run_command_on_workers("
                                "$$SELECT to_regprocedure('_measure.note_intervals(smallint,timestamptz,timestamptz)')"
                                " IS NOT NULL$$)").fetchone()[0]
@@ -103,6 +109,7 @@ def test_the_runner_distributes_by_system_id_colocated_with_reference_catalogue(
     assert {t for t, v in tables.items() if v[0] == "local"} == set()  # the coordinator's own: plain tables
     assert pk == "PRIMARY KEY (measurement_id, entity_id, record_at, from_at, system_id)"
     assert on_workers
+    assert "Task Count: 1" in routed and "cpu_hour_rows" in routed.split("Task Count: 1", 1)[1], routed
     again = schema.apply(citus)  # idempotent: nothing new, the same layout
     assert (again.applied, again.distributed, again.reference, again.workers) == ([], 25, 21, 2)
     assert again.describe() == ("Citus (25 tables distributed by system_id, co-located; 21 reference tables; "
