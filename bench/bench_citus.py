@@ -3,7 +3,7 @@ brings, condensing on the cluster, and bytes per counter value there, against on
 
     .venv/bin/python bench/bench_citus.py [--systems 2] [--hours 4] [--condense-hours 1]
                                           [--seed 7] [--data-dir DIR]
-    .venv/bin/python bench/run.py bench_citus      (only by name: about 8 minutes on 2 cores)
+    .venv/bin/python bench/run.py bench_citus      (only by name: 1-8 minutes on 2 cores)
 
 The data set: S systems, each a copy of the 16-CPU reference node `ref16` (14,872 entities at
 1-minute intervals; systems \\REF01 … with seeds seed+1 …), H hours from 2026-03-02 00:00 UTC.

@@ -5,7 +5,8 @@ run). This runner adds the date and the machine and appends the lot to RESULTS.m
 Usage: python bench/run.py [NAME ...]   (NAME = bench_node, bench_ingest, …; default: all but
 the slow ones, which run only by name: bench_history backfills 30 days of ref16, ~40 minutes;
 bench_citus starts a Citus coordinator and workers and loads two ref16 systems three times,
-~8 minutes, and needs Citus installed into the wheel, `make citus`)
+1-8 minutes (the 8 were mostly entities registered one INSERT each, before 2026-11-27),
+and needs Citus installed into the wheel, `make citus`)
 """
 
 from __future__ import annotations
