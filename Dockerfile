@@ -22,11 +22,11 @@ RUN groupadd --system --gid 10001 measuredb \
 
 WORKDIR /app
 # .dockerignore keeps the context to what the image needs: pyproject.toml, requirements.lock,
-# collector/, api/, schema/, queries/.
+# cli/, api/, collector/, core/, schema/, queries/.
 COPY . /app
 # The exact pins first (requirements.lock), then the project itself against them.
 RUN pip install --no-cache-dir -r requirements.lock .
-# collector/schema.py and collector/catalog.py find schema/ next to the collector package
+# core/schema.py and core/catalog.py find schema/ next to the core package
 # (Path(__file__).parents[1] / "schema"), which holds for the source tree but not for the
 # copy pip put in site-packages. Importing the packages from /app keeps schema/ where they
 # look; drop this once schema/ ships as package data or its folder is a setting.

@@ -60,7 +60,7 @@ bench-scale: $(STAMP) ## a ref16 day end to end, ingest vs raw COPY, bytes per v
 	$(BIN)/python bench/run.py bench_scale
 
 lint: $(STAMP) ## static checks: ruff, and the dashboards are what dashboards/build.py makes
-	$(BIN)/python -m ruff check api collector tests bench
+	$(BIN)/python -m ruff check cli api collector core tests bench dashboards
 	$(BIN)/python dashboards/build.py --check
 
 lock: ## re-pin requirements.lock from the current .venv

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 
 EntityName = StrEnum("EntityName", {e.name: e.name for e in load_catalog()})  # type: ignore[misc]
 EntityName.__doc__ = "Entity type (catalogue name, schema/catalog/entities.csv)"

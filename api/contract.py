@@ -31,8 +31,8 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BeforeValidator, Field, Strict
 
 from api.auth import require_read
-from api.config import ApiSettings
 from api.errors import ErrorRead, InvalidInput
+from api.settings import ApiSettings
 
 # ---------------------------------------------------------------- input
 

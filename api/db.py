@@ -21,7 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
 
-from collector.database import sqlalchemy_url
+from core.database import sqlalchemy_url
 
 
 def _alive(dbapi_conn, _record, _proxy) -> None:

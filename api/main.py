@@ -9,9 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
-from api.admin.router import router as admin_router
 from api.cache import CacheMiddleware, ReadCache
-from api.config import ApiSettings
 from api.configuration.router import router as configuration_router
 from api.contract import install_openapi, reject_nul
 from api.counters.router import router as counters_router
@@ -24,6 +22,8 @@ from api.meascom.router import router as meascom_router
 from api.measurements.router import router as measurements_router
 from api.ratelimit import AnonymousRateLimit
 from api.reports.router import router as reports_router
+from api.retention.router import router as admin_router
+from api.settings import ApiSettings
 from api.tiers.router import router as tiers_router
 from api.usercounters.router import router as usercounters_router
 

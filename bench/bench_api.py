@@ -59,9 +59,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector import schema  # noqa: E402
-from collector.catalog import load_catalog  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
+from core import schema  # noqa: E402
+from core.catalog import load_catalog  # noqa: E402
+from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 
 warnings.filterwarnings("ignore")
 DBNAME = "measuredb_bench_api"

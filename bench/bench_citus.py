@@ -59,10 +59,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector import schema  # noqa: E402
-from collector.config import CollectorSettings  # noqa: E402
 from collector.service import Collector  # noqa: E402
+from collector.settings import CollectorSettings  # noqa: E402
 from collector.sink import Writer  # noqa: E402
+from core import schema  # noqa: E402
 from tests.citus.cluster import Cluster, Node, install_citus, start_cluster  # noqa: E402
 
 SECOND = 1_000_000
@@ -83,7 +83,7 @@ SIMULATE = r"""
 import pickle, sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, sys.argv[1])
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 from collector.measure.measmon import Measmon, Measurement
 from collector.node.engine import Node
 from collector.node.topology import load_node

@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector import schema  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
+from core import schema  # noqa: E402
+from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 
 DATA_DIR = REPO / ".data" / "bench-history"
 REUSE = os.environ.get("BENCH_REUSE") == "1"

@@ -36,12 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector.catalog import load_catalog  # noqa: E402
+from collector.hostcheck import Load, measure_side_by_side, sysstat_missing  # noqa: E402
 from collector.measure.measmon import Measmon, Measurement  # noqa: E402
 from collector.node.host import SECOND, HostNode, host_topology  # noqa: E402
-from collector.node.hostcheck import Load, measure_side_by_side, sysstat_missing  # noqa: E402
 from collector.service import default_contab  # noqa: E402
 from collector.sink import Pipeline  # noqa: E402
+from core.catalog import load_catalog  # noqa: E402
 
 
 def validation(interval_s: int, count: int) -> tuple[str, bool]:
@@ -119,8 +119,8 @@ def _cpu_s(pid: int) -> float:
 def collector_process(minutes: int) -> str:
     import psycopg
 
-    from collector import schema
-    from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+    from core import schema
+    from core.database import drop_database, ensure_database, start_embedded, with_dbname
 
     server = None
     admin = os.environ.get("DATABASE_URL")
@@ -135,7 +135,7 @@ def collector_process(minutes: int) -> str:
     schema.apply(url, mode="off")
     with tempfile.TemporaryDirectory() as data:
         env = dict(os.environ, DATABASE_URL=url, MEASUREDB_DATA_DIR=data, MEASUREDB_COLLECTOR_PROGRESS="off")
-        proc = subprocess.Popen([sys.executable, "-m", "collector", "collector", "--node", "host"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "collector", "--node", "host"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
         try:
             time.sleep(15)                         # started, registered, first reading taken

@@ -12,10 +12,10 @@ import warnings
 
 import numpy as np
 
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import Measmon, Measurement
 from collector.sink import Pipeline
+from core.catalog import load_catalog
 
 warnings.filterwarnings("ignore")
 SECOND = 1_000_000

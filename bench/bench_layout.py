@@ -34,13 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector.catalog import load_catalog  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 from collector.measure.measmon import Measmon, Measurement  # noqa: E402
 from collector.node.engine import Node  # noqa: E402
 from collector.node.topology import load_node  # noqa: E402
 from collector.service import default_contab  # noqa: E402
 from collector.sink import COPY_HEADER, COPY_TRAILER, PG_EPOCH_US, Pipeline, encode_rows  # noqa: E402
+from core.catalog import load_catalog  # noqa: E402
+from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND

@@ -57,8 +57,8 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collector import schema
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+from core import schema
+from core.database import drop_database, ensure_database, start_embedded, with_dbname
 from tests.dashboards.grafana import TimeRange, expand
 from tests.dashboards.panels import dashboard_files, queries_of
 
@@ -87,11 +87,11 @@ LOAD = ("least(1.0, greatest(0.05, 0.45 + 0.35 * sin(2 * pi() * (extract(epoch F
 def entities() -> tuple[str, list[tuple[str, int, dict]], str]:
     """The system name, the measured entities of the reference node at start (its own simulation:
     node tables and MEASMON's identifying fields) and the default CONTAB's JSON."""
-    from collector.catalog import load_catalog
     from collector.measure.measmon import entity_ids
     from collector.node.engine import Node
     from collector.node.topology import load_node
     from collector.service import DEFAULT_WORKLOADS, default_contab
+    from core.catalog import load_catalog
 
     topo = load_node(NODE)
     node = Node(topo, DEFAULT_WORKLOADS[NODE], seed=1986, start_us=int(START.timestamp()) * 10**6,

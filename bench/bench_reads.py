@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector import schema  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
+from core import schema  # noqa: E402
+from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 from tests.dashboards.grafana import TimeRange, expand  # noqa: E402
 from tests.dashboards.panels import dashboard_files, queries_of  # noqa: E402
 
@@ -157,8 +157,8 @@ def reports(url: str, system: str, end: datetime, zone: str) -> tuple[list[str],
 def api(url: str, m: int, end: datetime) -> tuple[list[str], float]:
     from fastapi.testclient import TestClient
 
-    from api.config import ApiSettings
     from api.main import create_app
+    from api.settings import ApiSettings
 
     iso = lambda t: quote(t.isoformat().replace("+00:00", "Z"))  # noqa: E731
     c = f"/measurements/{m}/counters"

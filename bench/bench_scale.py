@@ -42,9 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector import schema  # noqa: E402
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 from collector.sink import COPY_HEADER, COPY_TRAILER, RUN_COLUMNS, Writer  # noqa: E402
+from core import schema  # noqa: E402
+from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
@@ -56,9 +56,9 @@ SIMULATE = r"""
 import pickle, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, sys.argv[1])
-from collector.config import CollectorSettings
+from collector.settings import CollectorSettings
 from collector.service import Collector, SECOND
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 from collector.measure.measmon import Measmon, Measurement
 from collector.node.engine import Node
 from collector.node.topology import load_node

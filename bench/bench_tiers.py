@@ -43,9 +43,9 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collector import schema
-from collector.catalog import load_catalog
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+from core import schema
+from core.catalog import load_catalog
+from core.database import drop_database, ensure_database, start_embedded, with_dbname
 
 warnings.filterwarnings("ignore")
 SYSTEM = "\\BIG"

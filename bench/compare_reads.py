@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector.database import start_embedded, with_dbname  # noqa: E402
+from core.database import start_embedded, with_dbname  # noqa: E402
 
 S, F, T = "'\\REF16'", "(SELECT max(durable_until) - INTERVAL '7 days' FROM _measure.collector_state)", \
     "(SELECT max(durable_until) FROM _measure.collector_state)"

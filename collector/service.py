@@ -39,11 +39,11 @@ from typing import Any
 
 import psycopg
 
-from collector.catalog import load_catalog
-from collector.config import CollectorSettings
 from collector.measure.contab import Contab, ContabBuilder
 from collector.measure.measmon import Measmon, Measurement, MeasureStateError
+from collector.settings import CollectorSettings
 from collector.sink import Pipeline, SpoolFull, Writer, entity_key
+from core.catalog import load_catalog
 
 log = logging.getLogger(__name__)
 
@@ -533,7 +533,7 @@ class Collector:
         """Run due scheduled reports (collector/scheduler.py) every `every_s` seconds in a
         background thread, so a long report never holds up the virtual clock. Two collectors
         never run one schedule slot twice: slots are claimed in the database."""
-        from collector import scheduler
+        from core import scheduler
 
         stop = threading.Event()
 
@@ -561,7 +561,7 @@ class Collector:
             log.info("upkeep: compressed %s", ", ".join(done["compressed"]))
         retention = done.get("retention")
         if retention:
-            from collector.retention_cli import describe
+            from cli.retention import describe
 
             for line in describe(retention):
                 (log.warning if "held back" in line else log.info)("retention: %s", line)

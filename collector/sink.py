@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from collector.catalog import Catalog
 from collector.measure.copies import IntervalBatch
 from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
+from core.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

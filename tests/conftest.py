@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import schema as schema_runner
-from collector.database import drop_database, ensure_database, start_embedded, with_dbname
+from core import schema as schema_runner
+from core.database import drop_database, ensure_database, start_embedded, with_dbname
 from tests.engine import MODE, TIMESCALEDB
 
 REPO = Path(__file__).resolve().parents[1]

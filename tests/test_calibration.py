@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from collector import schema
-from collector.config import CollectorSettings
 from collector.service import SECOND, Collector
+from collector.settings import CollectorSettings
+from core import schema
 from tests.engine import MODE
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday; the RDS and ET1 workloads are flat

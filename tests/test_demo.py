@@ -22,12 +22,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from collector import schema
-from collector.config import CollectorSettings
 from collector.node import load_node, load_workload
 from collector.node import workload as wl
-from collector.reports import run_report
 from collector.service import Collector, to_us
+from collector.settings import CollectorSettings
+from core import schema
+from core.reports import run_report
 from tests.dashboards.grafana import TimeRange, expand, expand_macros
 from tests.dashboards.panels import DASHBOARDS, alert_queries, queries_of
 from tests.engine import MODE

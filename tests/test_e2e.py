@@ -14,12 +14,12 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.config import ApiSettings
 from api.main import create_app
-from collector import schema
-from collector.config import CollectorSettings
+from api.settings import ApiSettings
+from cli.token import create_token
 from collector.service import Collector, now_us
-from collector.token_cli import create_token
+from collector.settings import CollectorSettings
+from core import schema
 from tests.engine import MODE
 
 MINUTE = 60_000_000

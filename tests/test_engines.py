@@ -23,12 +23,12 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from collector import schema
-from collector.config import CollectorSettings
-from collector.database import DatabaseError, start_embedded
 from collector.measure.contab import ContabBuilder
 from collector.measure.read import ReadQuery, read
 from collector.service import Collector
+from collector.settings import CollectorSettings
+from core import schema
+from core.database import DatabaseError, start_embedded
 from tests.snapshot import differences, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,10 +140,10 @@ def reads(url: str) -> list[str]:
 
 def api_reads(url: str) -> list[str]:
     """What the API answers (counter reads followed page by page, tiers, every report), as text."""
-    from api.config import ApiSettings
     from api.main import create_app
-    from collector.reports import REPORTS
-    from collector.token_cli import create_token
+    from api.settings import ApiSettings
+    from cli.token import create_token
+    from core.reports import REPORTS
 
     headers = {"Authorization": f"Bearer {create_token(url, 'engines', 'read')}"}
     with psycopg.connect(url) as c:
@@ -190,7 +190,7 @@ def engines(fresh_database, tmp_path_factory) -> dict[str, str]:
     schema.apply(plain, mode="off")
     load(plain, tmp_path_factory.mktemp("plain"))
     server = timescaledb_admin_url()
-    from collector.database import drop_database, ensure_database, with_dbname
+    from core.database import drop_database, ensure_database, with_dbname
 
     admin = server.admin_url()
     drop_database(admin, "engines_ts")

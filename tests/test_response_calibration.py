@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from collector.cli import app
+from cli.main import app
 from collector.node.response import measure_response, weighted_percentile
 from collector.node.topology import load_node
 

@@ -48,9 +48,9 @@ from api.counters.schemas import (
 )
 from api.db import psycopg_connection
 from api.errors import InvalidInput, MeasureError, NotFound, Unavailable
-from collector.catalog import load_catalog
 from collector.measure import read as measread
 from collector.measure.contab import Contab, DescriptorError, normalize_fields
+from core.catalog import load_catalog
 
 NOT_ACTIVE = ("discopen", "processh")  # MEASREADACTIVE refuses these (measure-reference §6.6)
 

@@ -6,7 +6,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from api.health.schemas import HealthRead
-from collector.schema import load_plan
+from core.schema import load_plan
 
 
 def health(engine: Engine, *, stale_seconds: float) -> HealthRead:

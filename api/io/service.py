@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session
 from api.db import psycopg_connection
 from api.errors import InvalidInput, NotFound
 from api.io.schemas import ImportRead
-from collector.exporter import ExportError, ExportSpec, interval_query, plan, systems_of, tier_query
-from collector.importer import ImportFailed, csv_rows, import_rows
+from core.exporter import ExportError, ExportSpec, interval_query, plan, systems_of, tier_query
+from core.importer import ImportFailed, csv_rows, import_rows
 
 
 def import_problems(exc: ImportFailed) -> InvalidInput:

@@ -17,7 +17,7 @@ from api.reports.schemas import (
     ReportRunPage,
     RunStatus,
 )
-from collector.reports import REPORTS
+from core.reports import REPORTS
 
 router = APIRouter(prefix="/reports", tags=["reports"])
 RunId = Annotated[int, Path(ge=1, le=9_223_372_036_854_775_807, description="report run id")]

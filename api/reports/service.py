@@ -90,7 +90,7 @@ def _output(row: dict[str, Any], fmt: str) -> str | None:
     if stored is not None or row["output_json"] is None:
         return stored
     # a rendering the definition did not ask for: made from the stored rows
-    from collector import (
+    from core import (
         reports,
         scheduler,  # noqa: F401 - registers the schedule's own reports
     )
@@ -124,7 +124,7 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
                extra: dict[str, Any], fmt: str) -> str:
     """Run one report of queries/ now (the same code as `measuredb report NAME`)."""
     from api.db import psycopg_connection
-    from collector import reports
+    from core import reports
 
     try:
         rep = reports.report(name)

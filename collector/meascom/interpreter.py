@@ -50,7 +50,6 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from collector.catalog import load_catalog
 from collector.meascom import ast
 from collector.meascom.parser import MeascomSyntaxError, parse_command, printable, tokenize
 from collector.measure.contab import (
@@ -60,6 +59,7 @@ from collector.measure.contab import (
     EntityDescriptor,
     format_process_spec,
 )
+from core.catalog import load_catalog
 
 __all__ = ["HELP", "MAX_OBEY_DEPTH", "MeascomError", "ReportSettings", "Session", "render_config"]
 

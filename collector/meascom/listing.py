@@ -41,7 +41,6 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
-from collector.catalog import EntityDef
 from collector.meascom import ast
 from collector.measure.contab import ContabBuilder, EntityDescriptor
 from collector.measure.read import (
@@ -56,6 +55,7 @@ from collector.measure.read import (
     read,
     read_given,
 )
+from core.catalog import EntityDef
 
 if TYPE_CHECKING:
     from collector.meascom.interpreter import Measurement, Session

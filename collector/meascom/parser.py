@@ -20,9 +20,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collector.catalog import load_catalog
 from collector.meascom import ast
 from collector.measure.contab import DescriptorError, check_file_pattern, normalize_fields
+from core.catalog import load_catalog
 
 __all__ = [
     "COMMANDS",

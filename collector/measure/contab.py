@@ -49,7 +49,7 @@ from pydantic import (
     model_validator,
 )
 
-from collector.catalog import UnknownEntityType, load_catalog
+from core.catalog import UnknownEntityType, load_catalog
 
 __all__ = [
     "MAX_ELEMENTS_PER_PROCESS",

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collector.catalog import KIND_MAXQ, KIND_MAXVALUE, KIND_SNAPSHOT, Catalog, EntityDef
 from collector.measure.measmon import COPY_ENTITY_STOP, COPY_INITIAL, COPY_START, COPY_STOP, Copy
+from core.catalog import KIND_MAXQ, KIND_MAXVALUE, KIND_SNAPSHOT, Catalog, EntityDef
 
 DAY_US = 86_400_000_000
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from collector.catalog import Catalog, load_catalog
 from collector.measure.contab import Contab
 from collector.measure.space import CounterSpace
+from core.catalog import Catalog, load_catalog
 
 COPY_START, COPY_INITIAL, COPY_INTERVAL, COPY_ENTITY_STOP, COPY_STOP = 1, 2, 3, 4, 5
 COPY_KIND_NAMES = {COPY_START: "start", COPY_INITIAL: "initial-value", COPY_INTERVAL: "interval",

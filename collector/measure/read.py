@@ -99,7 +99,8 @@ from typing import Any
 
 import psycopg
 
-from collector.catalog import (
+from collector.measure.contab import Contab, DescriptorError, EntityDescriptor, normalize_fields
+from core.catalog import (
     KIND_MAXQ,
     KIND_MAXVALUE,
     KIND_SNAPSHOT,
@@ -109,7 +110,6 @@ from collector.catalog import (
     UnknownEntityType,
     load_catalog,
 )
-from collector.measure.contab import Contab, DescriptorError, EntityDescriptor, normalize_fields
 
 __all__ = [
     "MAX_LIMIT",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collector.catalog import (
+from core.catalog import (
     KIND_BUSY,
     KIND_MAXQ,
     KIND_MAXVALUE,

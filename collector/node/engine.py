@@ -30,18 +30,18 @@ from pathlib import Path
 
 import numpy as np
 
-from collector.catalog import (
+from collector.node import des
+from collector.node import workload as wl
+from collector.node.hooks import EntityTable, NodeHooks, NullHooks
+from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
+from collector.node.workload import Stage, Stream, TxnType, WorkloadSpec, load_workload
+from core.catalog import (
     KIND_BUSY,
     KIND_MAXQ,
     KIND_QBUSY,
     KIND_SNAPSHOT,
     load_catalog,
 )
-from collector.node import des
-from collector.node import workload as wl
-from collector.node.hooks import EntityTable, NodeHooks, NullHooks
-from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
-from collector.node.workload import Stage, Stream, TxnType, WorkloadSpec, load_workload
 
 __all__ = ["Node"]
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from collector.catalog import EntityDef
+from core.catalog import EntityDef
 
 __all__ = ["EntityTable", "NodeHooks", "NullHooks"]
 

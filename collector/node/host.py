@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from collector.catalog import Catalog, load_catalog
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
+from core.catalog import Catalog, load_catalog
 
 __all__ = ["HOST_NODE", "HostNode", "HostTopology", "host_topology", "is_host_node",
            "system_name_for"]

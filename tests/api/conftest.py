@@ -16,10 +16,10 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.config import ApiSettings
 from api.main import create_app
-from collector import schema as schema_runner
-from collector.token_cli import create_token
+from api.settings import ApiSettings
+from cli.token import create_token
+from core import schema as schema_runner
 from tests.api.fakes import FakeCollector
 from tests.engine import MODE
 

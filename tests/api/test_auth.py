@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from collector.token_cli import create_token
+from cli.token import create_token
 from tests.api.conftest import make_client
 
 CONTAB = {"descriptors": [{"type": "CPU"}]}

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from api.cache import DataListener, ResponseCache, TokenCache, cache_key
-from api.config import ApiSettings
 from api.main import create_app
-from collector.catalog import load_catalog
-from collector.token_cli import create_token
+from api.settings import ApiSettings
+from cli.token import create_token
+from core.catalog import load_catalog
 from tests.api.conftest import make_client
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)

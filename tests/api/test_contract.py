@@ -242,7 +242,7 @@ def test_token_buckets_refill():
 
 
 def test_loopback_is_exempt_by_default(client):
-    from api.config import ApiSettings
+    from api.settings import ApiSettings
 
     assert ApiSettings().anonymous_limit_exempt == ["127.0.0.1/8", "::1"]
     with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6"):

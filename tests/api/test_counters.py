@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 from tests.api.fakes import FakeError
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)

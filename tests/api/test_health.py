@@ -8,9 +8,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.config import ApiSettings
 from api.main import create_app
-from collector.schema import load_plan
+from api.settings import ApiSettings
+from core.schema import load_plan
 from tests.engine import TIMESCALEDB
 
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from collector import schema as schema_runner
-from collector.exporter import export, plan
-from collector.token_cli import create_token
+from cli.token import create_token
+from core import schema as schema_runner
+from core.exporter import export, plan
 from tests.api.conftest import make_client
 from tests.engine import MODE
 

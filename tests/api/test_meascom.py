@@ -11,10 +11,10 @@ import httpx
 import psycopg
 import pytest
 
-from collector import schema as schema_runner
-from collector.catalog import load_catalog
-from collector.meascom import cli
-from collector.token_cli import create_token
+from cli import meascom as cli
+from cli.token import create_token
+from core import schema as schema_runner
+from core.catalog import load_catalog
 from tests.api.conftest import make_client
 from tests.collector.meascom.test_parser import FIGURE_3
 from tests.engine import MODE

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from collector.scheduler import run_due
+from core.scheduler import run_due
 from tests.api.conftest import SYSTEM, make_client
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from collector import schema as schema_runner
-from collector.catalog import load_catalog
+from core import schema as schema_runner
+from core.catalog import load_catalog
 from tests.api.conftest import make_client
 from tests.engine import MODE
 

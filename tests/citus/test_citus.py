@@ -22,9 +22,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import schema
-from collector.config import CollectorSettings
 from collector.service import Collector
+from collector.settings import CollectorSettings
+from core import schema
 from tests.api.conftest import make_client
 from tests.citus.cluster import Cluster
 from tests.snapshot import differences, snapshot
@@ -178,7 +178,7 @@ def test_threshold_edits_re_resolve_the_violations_as_on_one_node(plain, citus, 
     and threshold reports as on one node."""
     from typer.testing import CliRunner
 
-    from collector.cli import app
+    from cli.main import app
 
     for url in (plain, citus):
         with psycopg.connect(url) as c:

@@ -18,9 +18,9 @@ import numpy as np
 import psycopg
 import pytest
 
-from collector import schema
-from collector.database import start_embedded
 from collector.service import ON_TIME_US, Collector, now_us, to_ts
+from core import schema
+from core.database import start_embedded
 from tests.collector.test_service import EPOCH, MINUTE, reference_run, settings, snapshot
 from tests.engine import MODE, TIMESCALEDB
 
@@ -98,7 +98,7 @@ def test_live_collection_waits_out_a_database_outage(reference, tmp_path: Path) 
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from collector.config import CollectorSettings
+from collector.settings import CollectorSettings
 from collector.service import Collector
 url, tmp, epoch, until = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 c = Collector(CollectorSettings(node="demo", seed=7, interval_seconds=60, backfill_days=0,

@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import schema
-from collector.config import CollectorSettings
 from collector.service import Collector, CollectorConfigError
+from collector.settings import CollectorSettings
+from core import schema
 from tests.dashboards.grafana import TimeRange, expand
 from tests.dashboards.panels import DASHBOARDS, queries_of
 from tests.engine import MODE

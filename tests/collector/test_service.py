@@ -8,10 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import schema
-from collector.config import CollectorSettings
-from collector.database import start_embedded
 from collector.service import Collector, SpooledDataLeft
+from collector.settings import CollectorSettings
+from core import schema
+from core.database import start_embedded
 from tests.engine import MODE, TIMESCALEDB
 
 MINUTE = 60_000_000

@@ -7,10 +7,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import COPY_INTERVAL, COPY_START, Measmon, Measurement
 from collector.sink import Pipeline, SpoolFull, Writer, entity_id_for, entity_key
+from core.catalog import load_catalog
 from tests.collector.measure.fakes import SECOND, FakeNode
 from tests.engine import MODE
 
@@ -20,7 +20,7 @@ T0 = 1_700_000_000 * SECOND  # 2023-11-14 22:13:20 UTC
 
 @pytest.fixture
 def target(fresh_database) -> str:
-    from collector import schema
+    from core import schema
 
     url = fresh_database("_sink")
     schema.apply(url, mode=MODE)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import psycopg
 
-from collector.config import CollectorSettings
 from collector.service import SECOND, Collector, to_us
+from collector.settings import CollectorSettings
 
 HERE = Path(__file__).resolve().parent
 NODE = HERE / "week-node.yaml"

@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import reports
-from collector.reports import build_params
+from core import reports
+from core.reports import build_params
 from tests.engine import MODE
 
 _spec = importlib.util.spec_from_file_location(
@@ -298,8 +298,8 @@ def test_cli_takes_the_transaction_process_and_refuses_options_a_report_has_not(
     import psycopg
     from typer.testing import CliRunner
 
-    from collector import schema as runner
-    from collector.cli import app
+    from cli.main import app
+    from core import schema as runner
 
     url = fresh_database("_report_cli")
     runner.apply(url, mode=MODE)

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 
 SYSTEM = "\\CAL"
 TZ = ZoneInfo("Asia/Tokyo")

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector import schema
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import Measmon, Measurement
 from collector.sink import Pipeline, Writer
+from core import schema
+from core.catalog import load_catalog
 from tests.collector.measure.fakes import SECOND, FakeNode
 from tests.engine import MODE
 

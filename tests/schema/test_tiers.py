@@ -13,8 +13,8 @@ import psycopg
 import pytest
 import test_tiers_data as data
 
-from collector import schema as runner
-from collector.catalog import load_catalog
+from core import schema as runner
+from core.catalog import load_catalog
 
 SCHEMA = runner.SCHEMA_DIR
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 
-from collector.catalog import load_catalog
+from core.catalog import load_catalog
 
 SYSTEM = "\\TEST"
 CAT = load_catalog()

@@ -22,7 +22,7 @@ import pytest
 from pglast import ast
 from pglast.enums import ConstrType
 
-from collector import schema as runner
+from core import schema as runner
 
 SCHEMA = runner.SCHEMA_DIR
 PLAN = runner.load_plan()

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import psycopg
 
-from collector import schema
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import Copy, Measmon, Measurement
@@ -22,6 +20,8 @@ from collector.node.engine import Node
 from collector.node.topology import load_node
 from collector.service import default_contab
 from collector.sink import COPY_COLUMNS, COPY_HEADER, COPY_TRAILER, EntityRegistry, encode_rows
+from core import schema
+from core.catalog import load_catalog
 from tests.engine import MODE
 from tests.snapshot import differences, snapshot, tier_columns
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from collector import schema as schema_runner
+from core import schema as schema_runner
 from tests.engine import MODE
 
 

@@ -1,4 +1,4 @@
-"""Fuzz tests of the `meascom` command (collector.meascom.cli) on a real database: whatever
+"""Fuzz tests of the `meascom` command (cli.meascom) on a real database: whatever
 the input (random text, control characters, NUL, very long words, MEASCOM keyword salad,
 random OUT/OBEY file names, random bytes as OBEY files or on piped stdin, a closed stdout)
 there is no traceback, the exit status is 0, 1 or 2 (141 for a closed stdout), and every
@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from collector.meascom import ast, cli
+from cli import meascom as cli
+from collector.meascom import ast
 from collector.meascom.parser import (
     COMMANDS,
     COUNTER_TYPES,
@@ -248,7 +249,7 @@ def test_closed_stdout_and_binary_stdin(env, url):
     no traceback); piped stdin that is not text is reported line by line."""
     environ = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT), "HOME": str(env)}
     environ.pop("MEASCOM_TRACEBACK", None)
-    cmd = [sys.executable, "-m", "collector.meascom.cli"]
+    cmd = [sys.executable, "-m", "cli.meascom"]
     many = "\n".join(["HELP START"] * 3000)  # ~1 MB of output: more than a pipe holds
     script = f"{' '.join(cmd)} -c \"$1\" | head -1; echo \"status=${{PIPESTATUS[0]}}\""
     r = subprocess.run(["bash", "-c", script, "bash", many], env=environ, cwd=env,

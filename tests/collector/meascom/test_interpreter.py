@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from collector.catalog import load_catalog
 from collector.meascom.interpreter import MeascomError, Session
 from collector.measure.contab import Contab
+from core.catalog import load_catalog
 from tests.collector.meascom.test_parser import FIGURE_3, FIGURE_4
 
 TZ = ZoneInfo("Europe/Berlin")

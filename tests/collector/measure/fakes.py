@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from collector.catalog import load_catalog
 from collector.node.hooks import EntityTable, NullHooks
+from core.catalog import load_catalog
 
 SECOND = 1_000_000
 

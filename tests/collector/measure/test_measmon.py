@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import (
@@ -19,6 +18,7 @@ from collector.measure.measmon import (
     Measurement,
     MeasureStateError,
 )
+from core.catalog import load_catalog
 from tests.collector.measure.fakes import SECOND, FakeNode
 
 CAT = load_catalog()

@@ -15,7 +15,6 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from collector.catalog import load_catalog
 from collector.measure.read import (
     Condition,
     GivenRecord,
@@ -26,6 +25,7 @@ from collector.measure.read import (
     read_given,
     select_entities,
 )
+from core.catalog import load_catalog
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 S = timedelta(seconds=1)

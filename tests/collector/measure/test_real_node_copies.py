@@ -8,11 +8,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from collector.catalog import KIND_BUSY, KIND_QBUSY, KIND_QUEUE, load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import COPY_START, COPY_STOP, Measmon, Measurement
 from collector.node.engine import Node
+from core.catalog import KIND_BUSY, KIND_QBUSY, KIND_QUEUE, load_catalog
 
 SECOND = 1_000_000
 T0 = 1_767_254_400_000_000 + 10 * 3600 * SECOND  # 2026-01-01 18:00 UTC = 10:00 at \DEMO

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.catalog import load_catalog
 from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
@@ -17,6 +16,7 @@ from collector.measure.measmon import COPY_START, Measmon, Measurement
 from collector.node import Node, NodeFileError, load_node
 from collector.node.extras import user_counter_specs
 from collector.node.topology import NODES_DIR
+from core.catalog import load_catalog
 
 from .node_helpers import START_US, RecordingHooks
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.catalog import load_catalog
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import COPY_ENTITY_STOP, COPY_START, Measmon, Measurement
 from collector.node.host import HostNode, host_topology, is_host_node, system_name_for
+from core.catalog import load_catalog
 
 S = 1_000_000
 T0 = 1_780_000_000 * S      # on every grid
@@ -394,7 +394,7 @@ IOSTAT = {"sysstat": {"hosts": [{"nodename": "box", "statistics": [
 def test_sysstat_outputs_are_read() -> None:
     import json
 
-    from collector.node.hostcheck import Comparison, _iostat_averages, _sar_averages
+    from collector.hostcheck import Comparison, _iostat_averages, _sar_averages
 
     busy, runq = _sar_averages(SAR)
     assert busy == pytest.approx({0: 99.6, 1: 3.8}) and runq == 2.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.node.hostcheck import Load, measure_side_by_side, sysstat_missing
+from collector.hostcheck import Load, measure_side_by_side, sysstat_missing
 
 pytestmark = pytest.mark.slow
 

@@ -1,3 +1,0 @@
-from collector.cli import app
-
-app(prog_name="measuredb")

@@ -1,0 +1,54 @@
+"""`measuredb retention show|set|run|log`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from cli.retention import parse_keep
+from core import schema
+from tests.engine import MODE
+
+
+@pytest.mark.parametrize(("text", "days"), [("35d", 35), ("35", 35), ("35 days", 35), ("12w", 84),
+                                            ("2 years", 730), ("forever", None), ("Never", None)])
+def test_durations(text: str, days: int | None) -> None:
+    assert parse_keep(text) == (None if days is None else timedelta(days=days))
+
+
+@pytest.mark.parametrize("text", ["", "35 fortnights", "-3d", "3.5d", "d"])
+def test_bad_durations_say_what_is_accepted(text: str) -> None:
+    with pytest.raises(ValueError, match="is not one of: N days"):
+        parse_keep(text)
+
+
+@pytest.fixture
+def env(fresh_database, monkeypatch, tmp_path) -> str:
+    url = fresh_database("_retention_cli")
+    schema.apply(url, mode=MODE)
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("MEASUREDB_DATA_DIR", str(tmp_path))
+    return url
+
+
+def test_show_set_run_and_log(env: str) -> None:
+    run = CliRunner().invoke
+    shown = run(app, ["retention", "show"])
+    assert shown.exit_code == 0 and "raw" in shown.output and "35 days" in shown.output
+    assert "for ever" in shown.output
+    changed = run(app, ["retention", "set", "raw", "60d"])
+    assert changed.exit_code == 0 and changed.output.strip() == "raw data kept 60 days"
+    assert "60 days" in run(app, ["retention", "show"]).output
+    refused = run(app, ["retention", "set", "hour", "10d"])
+    assert refused.exit_code == 2 and "hour data must be kept at least" in refused.output
+    assert run(app, ["retention", "set", "nosuch", "1d"]).exit_code == 2
+    bad = run(app, ["retention", "set", "raw", "soon"])
+    assert bad.exit_code == 2 and "is not one of" in bad.output
+    dry = run(app, ["retention", "run", "--dry-run"])
+    assert dry.exit_code == 0 and dry.output.strip() == "nothing to purge"
+    assert run(app, ["retention", "run"]).exit_code == 0
+    log = run(app, ["retention", "log", "--limit", "5"])
+    assert log.exit_code == 0 and "by cli (dry run)" in log.output and log.output.count("by cli") == 2
