@@ -19,7 +19,6 @@ is seen at once); writes ask the database every time.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -30,20 +29,17 @@ from sqlalchemy import text
 from api.cache import SYNCED_KEY
 from api.db import SessionDep
 from api.errors import Forbidden, Unauthorized
+from core import tokens
 
 bearer = HTTPBearer(auto_error=False, description="a token from `measuredb token create`")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-
-
-def token_sha256(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
 
 
 def _scope(session: SessionDep, credentials: HTTPAuthorizationCredentials | None) -> str | None:
     if credentials is None:
         return None
     scope = session.execute(text("SELECT measure.token_scope(:h)"),
-                            {"h": token_sha256(credentials.credentials)}).scalar()
+                            {"h": tokens.digest(credentials.credentials)}).scalar()
     if scope is None:
         raise Unauthorized("the bearer token is unknown or revoked", field="Authorization")
     return scope
@@ -85,7 +81,7 @@ async def require_read(request: Request, session: SessionDep, credentials: Crede
         return await run_in_threadpool(_scope, session, credentials)
     # the cache middleware synced with the database's notifications for this request: a
     # token revoked before the request arrived is no longer in the token cache
-    sha = token_sha256(credentials.credentials)
+    sha = tokens.digest(credentials.credentials)
     scope = cache.tokens.get(sha)
     if scope is None:
         generation = cache.tokens.generation

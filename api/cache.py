@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import threading
 import time
 from collections import OrderedDict
@@ -55,6 +56,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import Depends, Request
+from psycopg import pq
+from psycopg.conninfo import make_conninfo
+
+from core import tokens
 
 log = logging.getLogger(__name__)
 
@@ -239,8 +244,6 @@ class DataListener:
 
     def _connect(self) -> Any:
         """Blocking (run in a thread): a new connection that LISTENs."""
-        from psycopg import pq
-        from psycopg.conninfo import make_conninfo
 
         pg = pq.PGconn.connect(make_conninfo(self.url, connect_timeout=5,
                                              application_name="measuredb-api-cache").encode())
@@ -318,7 +321,6 @@ class DataListener:
 
     def _drain(self) -> None:
         """The socket is readable: notifications (or the server closing it)."""
-        from psycopg import pq
 
         try:
             self._pg.consume_input()
@@ -347,9 +349,6 @@ class DataListener:
         self._fresh = False
 
     def _ping(self) -> bool:
-        import select
-
-        from psycopg import pq
 
         pg = self._pg
         try:
@@ -448,9 +447,7 @@ class CacheMiddleware:
         sha = None
         if token is not None:
             state[SYNCED_KEY] = True
-            from api.auth import token_sha256
-
-            sha = token_sha256(token)
+            sha = tokens.digest(token)
             scope_name = cache.tokens.get(sha)  # None: not known yet, the routes check it
         elif cache.require_token_for_reads:
             return await self.app(scope, receive, send)

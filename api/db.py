@@ -13,9 +13,11 @@ the pool and the request answered 503 (api/errors.py).
 
 from __future__ import annotations
 
+import select
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import psycopg
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine, create_engine, event, exc
@@ -29,10 +31,6 @@ def _alive(dbapi_conn, _record, _proxy) -> None:
     the server has closed. Whatever the server sent while the connection sat in the pool is
     read without blocking (a terminated backend sends an error, then closes: reading on
     reaches the end of the stream and fails)."""
-    import select
-
-    import psycopg
-
     if dbapi_conn.closed or dbapi_conn.broken:
         raise exc.DisconnectionError("connection closed")
     pg = dbapi_conn.pgconn

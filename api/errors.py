@@ -9,10 +9,15 @@ from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.dependencies.utils import request_params_to_args
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException
+
+from core.errors import ErrorKind, ServiceError, from_database
 
 
 class ErrorRead(BaseModel):
@@ -97,9 +102,6 @@ def allowed_methods(request: Request) -> list[str]:
     route's when several share a path). A route whose path parameters reject this path (PUT
     /admin/retention/{retention_class} at /admin/retention/log) counts only when no route
     accepts it."""
-    from fastapi.dependencies.utils import request_params_to_args
-    from fastapi.routing import APIRoute, iter_route_contexts
-
     exact: set[str] = set()
     loose: set[str] = set()
     for route in iter_route_contexts(request.app.routes):
@@ -115,39 +117,38 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(exact or loose)
 
 
-# ---------------------------------------------------------------- database errors
+# ---------------------------------------------------------------- the services' errors
 
-# SQLSTATEs raised by the API's SQL functions (schema/idempotent/030-api.sql) for mistakes
-# a client can make; the error's COLUMN names the field.
-_SQLSTATE_ERRORS: dict[str, type[MeasureError]] = {
-    "P0002": NotFound,  # no_data_found
-    "22023": InvalidInput,  # invalid_parameter_value
-    "22007": InvalidInput,  # invalid_datetime_format
-    "22008": InvalidInput,  # datetime_field_overflow
-    "55000": Conflict,  # object_not_in_prerequisite_state
-    "23505": Conflict,  # unique_violation
+# core.errors' kinds (the services' errors and the database's, core.errors.from_database) as the
+# API's errors
+_OF_KIND: dict[ErrorKind, type[MeasureError]] = {
+    ErrorKind.NOT_FOUND: NotFound,
+    ErrorKind.INVALID: InvalidInput,
+    ErrorKind.CONFLICT: Conflict,
+    ErrorKind.UNAVAILABLE: Unavailable,
 }
+
+
+def service_error(exc: ServiceError) -> MeasureError:
+    return _OF_KIND[exc.kind](exc.message, field=exc.field)
 
 
 def database_error(exc: Exception) -> MeasureError | None:
     """The typed error for a database error a client caused, 503 when the database is away,
     or None (a bug: the generic 500)."""
-    from sqlalchemy.exc import DBAPIError, OperationalError
-
     orig = getattr(exc, "orig", exc)
-    state = getattr(orig, "sqlstate", None)
-    diag = getattr(orig, "diag", None)
-    if state in _SQLSTATE_ERRORS:
-        message = (diag.message_primary if diag is not None else None) or str(orig)
-        field = diag.column_name if diag is not None else None
-        return _SQLSTATE_ERRORS[state](message, field=field)
+    typed = from_database(orig)
+    if typed is not None:
+        return service_error(typed)
     if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
         return Unavailable("the database is unreachable; try again shortly")
     return None
 
 
 def install_database_handler(app: FastAPI) -> None:
-    from sqlalchemy.exc import DBAPIError
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        return await _render(service_error(exc))
 
     @app.exception_handler(DBAPIError)
     async def _db_error(request: Request, exc: DBAPIError) -> JSONResponse:

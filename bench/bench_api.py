@@ -3,7 +3,7 @@ clients on loopback. Target: p99 ≤ 50 ms, no errors.
 
 Data: a week of the reference node \\REF16 (collector/node/nodes/ref16.yaml), generated in SQL
 (simulating a ref16 week would take hours): the node's own entities as the collector names
-them (entity keys and ids from the node's tables, entity ids by collector.sink.entity_id_for)
+them (entity keys and ids from the node's tables, entity ids by collector.sink.entity_id)
 of every type except DISCOPEN and PROCESSH (10,244 and 1,635 more entities that no read
 below touches): 16 CPUs, 46 disc paths, 16 lines, 1,600 terminals, 327 processes, 644 file
 opens, 320 user-counter elements, TMF, Expand and tape entities = 2,993 entities, in one
@@ -117,7 +117,7 @@ def node_entities() -> tuple[object, list[tuple[str, int, str, dict, int | None]
     from collector.measure.measmon import entity_ids
     from collector.node import Node, load_node, load_workload
     from collector.service import DEFAULT_WORKLOADS
-    from collector.sink import entity_id_for, entity_key
+    from core.entities import entity_id, entity_key
 
     topo = load_node(NODE)
     node = Node(topo, load_workload(DEFAULT_WORKLOADS[NODE]), seed=1, start_us=int(T0.timestamp()) * 10**6,
@@ -132,7 +132,7 @@ def node_entities() -> tuple[object, list[tuple[str, int, str, dict, int | None]
             ids = entity_ids(table, slot)
             key = entity_key(table.entity.id_fields, ids)
             cpu = int(table.cpu[slot])
-            out.append((name, entity_id_for(1, code, key), key, ids, cpu if cpu >= 0 else None))
+            out.append((name, entity_id(1, code, key), key, ids, cpu if cpu >= 0 else None))
     return topo, out
 
 

@@ -87,7 +87,8 @@ from core.catalog import load_catalog
 from collector.measure.measmon import Measmon, Measurement
 from collector.node.engine import Node
 from collector.node.topology import load_node
-from collector.service import DEFAULT_MEASUREMENT, SECOND, default_contab
+from collector.service import DEFAULT_MEASUREMENT, default_contab
+from core.times import SECOND
 from collector.sink import Pipeline
 out, hours, seed, epoch, sid, mid = sys.argv[2], *map(int, sys.argv[3:8])
 cat = load_catalog()

@@ -57,7 +57,8 @@ import pickle, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, sys.argv[1])
 from collector.settings import CollectorSettings
-from collector.service import Collector, SECOND
+from collector.service import Collector
+from core.times import SECOND
 from core.catalog import load_catalog
 from collector.measure.measmon import Measmon, Measurement
 from collector.node.engine import Node

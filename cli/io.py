@@ -4,43 +4,31 @@
     measuredb export [--system S] [--entity TYPE|all] [--tier interval|hour|shift|month|year|all]
                      [--from T] [--to T] [--format csv|parquet] [--time-format iso|julian] [-o PATH]
 
-File layout, rules and decisions: collector/importer.py, collector/exporter.py and
-schema/idempotent/055-import.sql; README "Bring your own data".
+File layout, rules and decisions: core/importer.py, core/exporter.py (the same code POST
+/import and GET /export run) and schema/idempotent/055-import.sql; README "Bring your own data".
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 from zoneinfo import ZoneInfo
 
+import psycopg
 import typer
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+from cli.common import UserError, console, database, friendly, out
+from core.exporter import ExportError, export, plan, systems_of
+from core.importer import ImportFailed, check_time_zone, csv_rows, import_rows, parquet_rows
 
 
-def _session():
-    from cli.main import _database
-    from core.settings import DatabaseSettings
-
-    return _database(DatabaseSettings())
-
-
-def _progress_bar(enabled: bool):
-    from contextlib import nullcontext
-
+def _progress_bar(enabled: bool) -> contextlib.AbstractContextManager[Progress | None]:
     if not enabled:
-        return nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    from cli.main import console
-
+        return contextlib.nullcontext(None)
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
                     TextColumn("{task.fields[detail]}"), TimeRemainingColumn(), console=console)
 
@@ -60,17 +48,6 @@ def import_command(
     touch so every tier is current when it returns. Importing the same file again changes
     nothing; a row that disagrees with stored data is reported, never overwritten. Any bad
     row: every one is listed as FILE:LINE: FIELD: problem, and nothing is stored."""
-    import psycopg
-
-    from cli.main import UserError, console, friendly, out
-    from core.importer import (
-        ImportFailed,
-        check_time_zone,
-        csv_rows,
-        import_rows,
-        parquet_rows,
-    )
-
     def go() -> None:
         fmt = (file_format or ("parquet" if file.lower().endswith((".parquet", ".pq")) else "csv")).lower()
         if fmt not in ("csv", "parquet"):
@@ -89,10 +66,9 @@ def import_command(
             raise UserError(f"{file}: no such file")
         size = 0 if file == "-" else Path(file).stat().st_size
         counter = [0, 0]
-        url, server = _session()
         bar_on = console.is_terminal
         try:
-            with _progress_bar(bar_on) as bar, psycopg.connect(url) as conn:
+            with database() as url, _progress_bar(bar_on) as bar, psycopg.connect(url) as conn:
                 task = bar.add_task("import", total=size or None, detail="") if bar else None
 
                 def progress(phase: str, n: int) -> None:
@@ -126,9 +102,6 @@ def import_command(
             for p in exc.problems:
                 console.print(str(p), markup=False, highlight=False)
             raise UserError(exc.summary()) from None
-        finally:
-            if server:
-                server.stop()
         out.print(result.describe(), markup=False, highlight=False)
         if result.missing_counters and result.rows:
             shown = ", ".join(result.missing_counters[:6]) + (" …" if len(result.missing_counters) > 6 else "")
@@ -142,8 +115,6 @@ def import_command(
 
 
 def _when(text: str | None, option: str, zone: str) -> datetime | None:
-    from cli.main import UserError
-
     if text is None:
         return None
     try:
@@ -169,11 +140,6 @@ def export_command(
 ) -> None:
     """Write interval records (the header `measuredb import` reads) or tiers (the columns of
     measure.<entity>_<tier>) as CSV or Parquet, by system, entity type and time range."""
-    import psycopg
-
-    from cli.main import UserError, console, friendly
-    from core.exporter import ExportError, export, plan, systems_of
-
     def go() -> None:
         fmt = file_format.lower()
         if fmt not in ("csv", "parquet"):
@@ -189,41 +155,36 @@ def export_command(
                             "give --output FOLDER")
         if output is None and fmt == "parquet" and sys.stdout.isatty():
             raise UserError("Parquet is binary: give --output FILE")
-        url, server = _session()
-        try:
-            with psycopg.connect(url) as conn:
+        with database() as url, psycopg.connect(url) as conn:
+            try:
+                systems = systems_of(conn, system)
+            except ExportError as exc:
+                raise UserError(str(exc)) from None
+            zone = systems[0][2] if system is not None and systems else "UTC"
+            lo, hi = _when(from_, "--from", zone), _when(to, "--to", zone)
+            if lo is not None and hi is not None and hi <= lo:
+                raise UserError("--to must be after --from")
+            ids = [s[0] for s in systems]
+            folder = Path(output) if output is not None and len(specs) > 1 else None
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+            total = 0
+            for spec in specs:
+                if output is None:
+                    target = sys.stdout.buffer
+                else:
+                    target = open(folder / spec.filename(fmt) if folder else Path(output), "wb")  # noqa: SIM115
                 try:
-                    systems = systems_of(conn, system)
-                except ExportError as exc:
-                    raise UserError(str(exc)) from None
-                zone = systems[0][2] if system is not None and systems else "UTC"
-                lo, hi = _when(from_, "--from", zone), _when(to, "--to", zone)
-                if lo is not None and hi is not None and hi <= lo:
-                    raise UserError("--to must be after --from")
-                ids = [s[0] for s in systems]
-                folder = Path(output) if output is not None and len(specs) > 1 else None
-                if folder is not None:
-                    folder.mkdir(parents=True, exist_ok=True)
-                total = 0
-                for spec in specs:
-                    if output is None:
-                        target = sys.stdout.buffer
+                    n = export(conn, spec, target, system_ids=ids, lo=lo, hi=hi, fmt=fmt, time_format=time_format)
+                finally:
+                    if target is not sys.stdout.buffer:
+                        target.close()
                     else:
-                        target = open(folder / spec.filename(fmt) if folder else Path(output), "wb")  # noqa: SIM115
-                    try:
-                        n = export(conn, spec, target, system_ids=ids, lo=lo, hi=hi, fmt=fmt, time_format=time_format)
-                    finally:
-                        if target is not sys.stdout.buffer:
-                            target.close()
-                        else:
-                            target.flush()
-                    total += n
-                    if output is not None:
-                        name = folder / spec.filename(fmt) if folder else Path(output)
-                        console.print(f"{name}: {n:,} rows ({spec.entity.measure_name} {spec.kind})",
-                                      markup=False, highlight=False)
-        finally:
-            if server:
-                server.stop()
+                        target.flush()
+                total += n
+                if output is not None:
+                    name = folder / spec.filename(fmt) if folder else Path(output)
+                    console.print(f"{name}: {n:,} rows ({spec.entity.measure_name} {spec.kind})",
+                                  markup=False, highlight=False)
 
     friendly(go)()

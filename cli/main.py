@@ -1,424 +1,47 @@
-"""`measuredb`: the platform's command line (Typer).
+"""`measuredb`: the platform's command line (Typer). One module per command group:
 
-    measuredb run                 the whole platform (PostgreSQL, schema, collector, API)
-    measuredb schema apply|status
-    measuredb collector [--node host]   the collector alone (simulated node or this host + MEASURE)
-    measuredb backfill --node N --days D [--seed S] [--start T | --end T]   history, as fast as it simulates
-                                  (exit 3: the database did not take all of it; see the message)
-    measuredb api                 the REST API alone
-    measuredb health [--collector]
-    measuredb report NAME …       ENFORM-style reports as text, CSV or JSON
-    measuredb token create|list|revoke
-    measuredb retention show|set|run|log
-    measuredb system add|list|show|set|remove      systems (name, number, time zone, CPU types)
-    measuredb calendar …          shifts per weekday, holidays, effective-from versions
-    measuredb threshold …         thresholds per resource, shift and counter
-    measuredb import FILE …       interval records from CSV/Parquet (MEASURE field names)
-    measuredb export …            interval records and tiers as CSV/Parquet
-    measuredb node sweep --node N …  offered load vs response time of a simulated node (table, PNG)
+    measuredb run | api | collector | backfill | health     cli/services.py
+    measuredb schema apply|status                           cli/schema.py
+    measuredb report NAME …  |  report schedule …           cli/report.py
+    measuredb import FILE …  |  export …                    cli/io.py
+    measuredb system …  |  calendar …  |  threshold …       cli/system.py, calendar.py, threshold.py
+    measuredb retention show|set|run|log                    cli/retention.py
+    measuredb token create|list|revoke                      cli/token.py
+    measuredb node sweep --node N …                         cli/node.py
 
-Bad settings and unreachable databases end the command with one line naming the setting,
-never with a traceback.
+What they share (one-line errors, the database, printing) is cli/common.py; what they do is
+the platform's services in core/ (the same functions the API calls). Bad settings and
+unreachable databases end a command with one line naming the setting, never a traceback.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
-
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
-from cli.configuration import calendar_app, system_app, threshold_app
-from cli.io import export_command, import_command
+from cli import io, services
+from cli.calendar import calendar_app
 from cli.node import node_app
 from cli.report import report_app
 from cli.retention import retention_app
+from cli.schema import schema_app
+from cli.system import system_app
+from cli.threshold import threshold_app
 from cli.token import token_app
-from collector.settings import CollectorSettings
-from core import schema as schema_runner
-from core.database import DatabaseError, connect, describe_url
-from core.settings import DatabaseSettings, describe_validation_error
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
-schema_app = typer.Typer(no_args_is_help=True, help="Apply or inspect the database schema.")
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="measuredb: the platform's command line (MEASURE-compatible performance data).")
+for command in (services.run, services.api, services.collector, services.backfill, services.health):
+    app.command()(command)
+app.command("import")(io.import_command)
+app.command("export")(io.export_command)
 app.add_typer(schema_app, name="schema")
 app.add_typer(report_app, name="report")
-app.add_typer(token_app, name="token")
-app.add_typer(retention_app, name="retention")
 app.add_typer(system_app, name="system")
 app.add_typer(calendar_app, name="calendar")
 app.add_typer(threshold_app, name="threshold")
+app.add_typer(retention_app, name="retention")
+app.add_typer(token_app, name="token")
 app.add_typer(node_app, name="node")
-app.command("import")(import_command)
-app.command("export")(export_command)
-console = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class UserError(Exception):
-    """A problem the user can fix: printed as one line, exit status 2."""
-
-
-def friendly(func: F) -> F:
-    """Turn the errors a user can fix into one clear line and exit status 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ValidationError as exc:
-            settings_cls = _settings_class_of(exc)
-            console.print(f"measuredb: {describe_validation_error(exc, settings_cls)}", markup=False)
-        except (DatabaseError, schema_runner.SchemaError, UserError) as exc:
-            console.print(f"measuredb: {exc}", markup=False)
-        raise typer.Exit(2)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings_class_of(exc: ValidationError) -> type:
-    from api.settings import ApiSettings
-
-    return {"ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}.get(
-        exc.title, DatabaseSettings
-    )
-
-
-def _database(settings: DatabaseSettings, *, apply_schema: bool = False):
-    url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
-    if apply_schema:
-        try:
-            schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
-        except Exception:
-            if server:
-                server.stop()
-            raise
-    return url, server
-
-
-# ---------------------------------------------------------------- schema
-
-
-@schema_app.command("apply")
-@friendly
-def schema_apply() -> None:
-    """Apply schema/ (idempotent; refuses a database written by a newer measuredb)."""
-    settings = DatabaseSettings()
-    url, server = _database(settings)
-    try:
-        result = schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
-    finally:
-        if server:
-            server.stop()
-    flavour = result.describe()
-    applied = ", ".join(result.applied) or "nothing new"
-    out.print(f"schema version {result.version} on {flavour}: applied {applied}")
-
-
-@schema_app.command("status")
-@friendly
-def schema_status() -> None:
-    """Print the database's and this code's schema versions."""
-    settings = DatabaseSettings()
-    url, server = _database(settings)
-    try:
-        info = schema_runner.status(url)
-    finally:
-        if server:
-            server.stop()
-    out.print(info)
-
-
-# ---------------------------------------------------------------- services
-
-
-@app.command()
-@friendly
-def api(
-    host: Annotated[str | None, typer.Option(help="listen address (MEASUREDB_API_HOST)")] = None,
-    port: Annotated[int | None, typer.Option(help="port (MEASUREDB_API_PORT)")] = None,
-) -> None:
-    """Serve the REST API."""
-    from api.main import create_app
-    from api.serve import run as serve
-    from api.settings import ApiSettings
-
-    settings = ApiSettings()
-    if host is not None or port is not None:
-        settings = settings.model_copy(update={k: v for k, v in {"host": host, "port": port}.items() if v is not None})
-    url, _server = _database(settings)
-    if settings.workers > 1:  # each worker builds its own app from the environment
-        os.environ["DATABASE_URL"] = url
-        serve("api.main:create_app", factory=True, host=settings.host, port=settings.port,
-              workers=settings.workers, log_level="warning")
-    else:
-        serve(create_app(settings, database_url=url), host=settings.host, port=settings.port,
-              log_level="warning")
-
-
-@app.command()
-@friendly
-def collector(
-    node: Annotated[str | None, typer.Option(
-        help="host (this machine, measured live) or a simulated node (demo, et1-txp, …); "
-             "default MEASUREDB_COLLECTOR_NODE")] = None,
-) -> None:
-    """Run the collector: the node (simulated, or this host) and MEASURE, writing into the database."""
-    from collector.node.topology import NodeFileError
-    from collector.service import CollectorConfigError, run_collector
-
-    settings = CollectorSettings() if node is None else CollectorSettings(node=node)
-    if settings.database_url:  # a service waits for its database (the embedded one we start)
-        import logging
-
-        from collector.service import wait_for_database
-
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s collector %(levelname)s %(message)s")
-        try:
-            wait_for_database(settings.database_url, "applying the schema")
-        except CollectorConfigError as exc:
-            raise UserError(str(exc)) from None
-    url, server = _database(settings, apply_schema=True)
-    try:
-        run_collector(settings, url)
-    except (CollectorConfigError, NodeFileError) as exc:
-        raise UserError(str(exc)) from None
-    finally:
-        if server:
-            server.stop()
-
-
-@app.command()
-@friendly
-def backfill(
-    node: Annotated[str, typer.Option(help="shipped node (demo, et1-txp, rds-txp, rds-vlx, ref16) or a node file")] = "demo",
-    days: Annotated[int, typer.Option(min=1, max=3660, help="days of history to simulate")] = 7,
-    seed: Annotated[int, typer.Option(min=0, help="same seed, same counters")] = 1986,
-    start: Annotated[str | None, typer.Option(
-        help="first moment simulated, e.g. 2026-03-01 or 2026-03-01T08:00 (the node's local "
-             "time unless it carries an offset); default: DAYS before now")] = None,
-    end: Annotated[str | None, typer.Option(
-        help="end of the window instead (not after now); the window is DAYS long")] = None,
-) -> None:
-    """Fill the database with DAYS of history of NODE under a default measurement of every
-    entity (1-minute interval), as fast as the simulation runs, with a progress bar.
-
-    With --start or --end the window is fixed: the same node, seed and window store the same
-    data in any database (results can be compared across databases and runs). Without them
-    the window ends now. A database that already holds the node continues its history: its
-    first moment stays, and --start must name it.
-
-    A database outage during the run is waited out (copies spool and replay); if the
-    database is still away MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS after the end, the
-    command says what is left in the spool and exits with status 3."""
-    from collector.node.topology import NodeFileError
-    from collector.service import (
-        SECOND,
-        Collector,
-        CollectorConfigError,
-        SpooledDataLeft,
-        now_us,
-        to_ts,
-    )
-
-    settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
-    if node.split(":", 1)[0] == "host":
-        raise UserError("the host node measures this machine as it runs: it has no history to "
-                        "backfill (`measuredb collector --node host` measures it live)")
-    if start is not None and end is not None:
-        raise UserError("give --start or --end, not both (the window is --days long)")
-    url, server = _database(settings, apply_schema=True)
-    c = None
-    try:
-        c = Collector(settings, url)
-        window = _backfill_window(start, end, days, c.topology.time_zone, settings)
-        c.register(epoch_us=window[0] if window else None)
-        if window and c.state.epoch_us != window[0]:
-            raise UserError(
-                f"the database already holds {c.topology.system_name} simulated from "
-                f"{to_ts(c.state.epoch_us).isoformat()}; a backfill continues that history: use "
-                f"--start {to_ts(c.state.epoch_us).isoformat()} (or no --start), or another database")
-        c.build()
-        started = time.monotonic()
-        t = now_us()
-        until = window[1] if window else t - t % c.node.step_us   # on the grid
-        if c.node.now_us >= until:
-            out.print(f"{c.topology.system_name}: nothing to do, copies are stored up to "
-                      f"{to_ts(c.node.now_us).isoformat(timespec='seconds')}")
-            return
-        c.backfill(until, progress="bar" if settings.progress == "auto" else settings.progress)
-        c.finish_backfill(settings.outage_wait_seconds)
-        c.checkpoint()
-        c.condense_months()
-        c.upkeep()
-        simulated = (c.node.now_us - c.state.epoch_us) / SECOND
-        stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
-        out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "
-                  f"{time.monotonic() - started:.0f} s; copies stored up to {stored}")
-    except SpooledDataLeft as exc:
-        console.print(f"measuredb: {exc}", markup=False)
-        raise typer.Exit(3) from None
-    except (CollectorConfigError, NodeFileError) as exc:
-        raise UserError(str(exc)) from None
-    finally:
-        if c is not None:
-            c.close()
-        if server:
-            server.stop()
-
-
-def _backfill_window(start: str | None, end: str | None, days: int, time_zone: str,
-                     settings: CollectorSettings) -> tuple[int, int] | None:
-    """(first, end) in µs of a fixed backfill window, or None (the window ends now)."""
-    from datetime import datetime, timedelta
-    from zoneinfo import ZoneInfo
-
-    from collector.service import SECOND, now_us
-
-    if start is None and end is None:
-        return None
-    option, text = ("--start", start) if start is not None else ("--end", end)
-    try:
-        at = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UserError(f"{option} {text!r} is not a date or time: write 2026-03-01 or "
-                        "2026-03-01T08:00 (local to the node) or 2026-03-01T08:00+00:00") from None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=ZoneInfo(time_zone))
-    grid = max(settings.step_seconds, settings.interval_seconds)
-    first = at if start is not None else at - timedelta(days=days)
-    us = int(first.timestamp()) * SECOND + first.microsecond
-    if us % (grid * SECOND):
-        raise UserError(f"{option} {text} is not on the node's {grid} s grid "
-                        "(MEASUREDB_COLLECTOR_STEP_SECONDS / _INTERVAL_SECONDS): choose a whole minute")
-    last = us + days * 86_400 * SECOND
-    if last > now_us():
-        raise UserError(f"the window {first.isoformat()} + {days} days ends in the future; "
-                        "a backfill simulates the past (choose an earlier --start or --end)")
-    return us, last
-
-
-@app.command()
-@friendly
-def health(
-    collector_only: Annotated[bool, typer.Option("--collector", help="check only the collector heartbeat")] = False,
-    max_age: Annotated[float, typer.Option(help="seconds a heartbeat stays fresh")] = 60.0,
-) -> None:
-    """Exit 0 when the database answers (and, with --collector, the heartbeat is fresh)."""
-    import psycopg
-
-    settings = DatabaseSettings()
-    url, server = _database(settings)
-    try:
-        with psycopg.connect(url) as conn:
-            row = conn.execute(
-                "SELECT extract(epoch FROM now() - last_heartbeat_at) FROM measure.schema_info()"
-            ).fetchone()
-    finally:
-        if server:
-            server.stop()
-    age = None if row is None or row[0] is None else float(row[0])
-    if collector_only and (age is None or age > max_age):
-        raise UserError(f"no collector heartbeat within {max_age:g} s")
-    out.print("ok" if age is None else f"ok (last heartbeat {age:.1f} s ago)")
-
-
-# ---------------------------------------------------------------- run
-
-
-@app.command()
-@friendly
-def run(
-    api_port: Annotated[int, typer.Option(help="port of the API")] = 8000,
-    no_collector: Annotated[bool, typer.Option(help="start only the database and the API")] = False,
-) -> None:
-    """Start the whole platform: PostgreSQL, schema, collector and API. Ctrl-C stops it."""
-    settings = CollectorSettings()
-    started = time.monotonic()
-    url, server = _database(settings, apply_schema=True)
-    env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_PORT=str(api_port))
-    # the collector's backfill progress as log lines between the platform's own lines
-    env.setdefault("MEASUREDB_COLLECTOR_PROGRESS", "lines")
-    children: dict[str, subprocess.Popen] = {}
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
-    try:
-        if not no_collector:
-            children["collector"] = subprocess.Popen([sys.executable, "-m", "cli", "collector"],
-                                                     env=env, start_new_session=True)
-        # Own sessions: a terminal's Ctrl-C reaches only this process, which then stops the
-        # children in order (collector first, so it stores what it measured; database last).
-        children["api"] = subprocess.Popen([sys.executable, "-m", "cli", "api"], env=env,
-                                           start_new_session=True)
-        api_url = f"http://127.0.0.1:{api_port}"
-        _wait_for(api_url + "/health", children["api"], timeout=60)
-        data = settings.data_dir.resolve()
-        out.print(
-            f"[bold]measuredb is running[/] (ready in {time.monotonic() - started:.1f} s)\n"
-            f"  API            {api_url}\n"
-            f"  API docs       {api_url}/docs\n"
-            f"  health         {api_url}/health\n"
-            f"  database       {describe_url(url)}\n"
-            f"  data folder    {data}\n"
-            f"  node           {settings.node} (seed {settings.seed})"
-            + ("" if no_collector else "; the collector logs its backfill progress and when live "
-               "collection begins; it answers the API meanwhile")
-            + "\n"
-            "Ctrl-C stops collector, API and the embedded database; the next `make run` reuses the data."
-        )
-        while not stopping:
-            for name, proc in children.items():
-                if proc.poll() is not None:
-                    raise UserError(f"the {name} stopped unexpectedly (exit status {proc.returncode}); "
-                                    "see its messages above")
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for proc in children.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for proc in children.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if server:
-            server.stop()
-        console.print("measuredb stopped.")
-
-
-def _wait_for(url: str, proc: subprocess.Popen, *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise UserError(f"the API exited while starting (status {proc.returncode})")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status in (200, 503):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise UserError(f"the API did not answer {url} within {timeout:g} s")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -37,12 +37,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import readline
 import sys
 import traceback
 from pathlib import Path
 
+import httpx
+import psycopg
+from pydantic import ValidationError
+
 from collector.meascom.interpreter import MeascomError, Session, file_error_reason, read_obey_file
 from collector.meascom.parser import continues, printable
+from core.database import DatabaseError, connect
+from core.settings import DatabaseSettings, describe_validation_error
 
 PROMPT, MORE = "+", "&"
 EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_PIPE_CLOSED = 1, 2, 130, 141
@@ -143,14 +150,7 @@ def _main(argv: list[str] | None) -> int:
         return _fail("give OBEY files or -c, not both", 2)
     if args.api:
         return _via_api(args)
-    import psycopg
-
     try:
-        from pydantic import ValidationError
-
-        from core.database import DatabaseError, connect
-        from core.settings import DatabaseSettings, describe_validation_error
-
         try:
             settings = DatabaseSettings()
         except ValidationError as exc:
@@ -197,17 +197,11 @@ def _run(action) -> int:
 
 
 def _interactive(session: Session) -> int:
-    history = None
+    history = Path.home() / ".meascom_history"
     try:
-        import readline
-
-        history = Path.home() / ".meascom_history"
-        try:
-            readline.read_history_file(history)
-        except OSError:
-            pass
-    except ImportError:  # pragma: no cover - no readline on this platform
-        readline = None  # type: ignore[assignment]
+        readline.read_history_file(history)
+    except OSError:
+        pass
     try:
         tty = sys.stdin.isatty()
     except (AttributeError, OSError, ValueError):  # closed or not a file
@@ -245,11 +239,10 @@ def _interactive(session: Session) -> int:
             if at_end:
                 break
     finally:
-        if history is not None and readline is not None:
-            try:
-                readline.write_history_file(history)
-            except OSError:
-                pass
+        try:
+            readline.write_history_file(history)
+        except OSError:
+            pass
     return 0
 
 
@@ -292,10 +285,6 @@ def _reader(tty: bool):
 
 def _via_api(args: argparse.Namespace) -> int:
     """POST the text to URL/meascom: {"text", "system", "interactive"} → {"output"} or text."""
-    try:
-        import httpx
-    except ImportError:
-        return _fail("--api needs the httpx package (pip install httpx)", 2)
     if args.commands is not None:
         texts = [("-c", args.commands)]
     elif args.files:

@@ -19,7 +19,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from collector.node.response import plot_sweep, sweep
 from collector.node.topology import NodeFileError, node_names
 
 node_app = typer.Typer(no_args_is_help=True, help="The simulated node alone, in memory.")
@@ -62,6 +61,8 @@ def sweep_command(
 ) -> None:
     """Throughput versus response time over a range of offered load (Figure 6 of
     "NonStop VLX Performance"): a table per node and one PNG plot."""
+    # heavy (numba's compiled node, matplotlib): loaded only by the command that runs the node
+    from collector.node.response import plot_sweep, sweep
     from collector.service import DEFAULT_WORKLOADS
 
     loads = _loads(tps, lo, hi, steps)

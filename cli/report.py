@@ -1,11 +1,11 @@
-"""`measuredb report NAME`: run an ENFORM-style report (collector/reports.py) and print it.
+"""`measuredb report NAME`: run an ENFORM-style report (core/reports.py) and print it.
 
     measuredb report threshold --system '\\DEMO' --date 2024-03-09 --shift 3
     measuredb report cpu-trend --system '\\DEMO' --from 2024-01-01 --to 2024-04-02 --format csv
     measuredb report process-summary --system '\\DEMO' --from 2024-03-09T08:00 --to 2024-03-09T10:00
     measuredb report transaction-resource --system '\\RDS' --from 2024-03-04T08:10 --to 2024-03-04T09:10
 
-Scheduled reports (collector/scheduler.py, the successors of the 1986 OBEY files):
+Scheduled reports (core/scheduler.py, the successors of the 1986 OBEY files):
 
     measuredb report schedule list                 the definitions, their last run and next slot
     measuredb report schedule runs [--failed] …    the latest runs
@@ -15,15 +15,22 @@ Scheduled reports (collector/scheduler.py, the successors of the 1986 OBEY files
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo
 
+import psycopg
 import typer
 from rich.console import Console
+from rich.table import Table
 from typer.core import TyperGroup
 
+from cli.common import database
 from core import reports
 from core import scheduler as _scheduler  # (importing it registers its reports)
+from core.database import DatabaseError
 
 
 class _ReportGroup(TyperGroup):
@@ -73,10 +80,6 @@ def report_command(
     """Run report NAME against the database and print it."""
     if ctx.invoked_subcommand is not None:
         return
-    import psycopg
-
-    from core.database import DatabaseError
-
     try:
         if output not in ("text", "csv", "json"):
             raise reports.ReportError(f"--format {output!r}: use text, csv or json")
@@ -90,13 +93,8 @@ def report_command(
         extra = {k: v for k, v in given.items() if k in rep.params}
         params = reports.build_params(name, system=system, day=day, date_from=date_from, date_to=date_to,
                               shift=shift, extra=extra)
-        url, server = _connect()
-        try:
-            with psycopg.connect(url) as conn:
-                rows = reports.run_report(conn, name, **params)
-        finally:
-            if server:
-                server.stop()
+        with database() as url, psycopg.connect(url) as conn:
+            rows = reports.run_report(conn, name, **params)
     except (reports.ReportError, DatabaseError) as exc:
         _err.print(f"measuredb report: {exc}", markup=False)
         raise typer.Exit(2) from None
@@ -106,26 +104,11 @@ def report_command(
 # ---------------------------------------------------------------- scheduled reports
 
 
-def _connect():
-    """(url, embedded server or None) of the configured database; errors: DatabaseError."""
-    from core.database import connect
-    from core.settings import DatabaseSettings
-
-    settings = DatabaseSettings()
-    return connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
-
-
-def _with_database(func):
+def _with_database(func: Callable[[str], Any]) -> Any:
     """Run func(url) against the configured database; user errors become one line, status 2."""
-    from core.database import DatabaseError
-
     try:
-        url, server = _connect()
-        try:
+        with database() as url:
             return func(url)
-        finally:
-            if server:
-                server.stop()
     except (reports.ReportError, _scheduler.ScheduleError, DatabaseError) as exc:
         _err.print(f"measuredb report schedule: {exc}", markup=False)
         raise typer.Exit(2) from None
@@ -134,20 +117,12 @@ def _with_database(func):
 def _local(ts: datetime | None, tz: str | None = None) -> str:
     if ts is None:
         return ""
-    from zoneinfo import ZoneInfo
-
     return (ts.astimezone(ZoneInfo(tz)) if tz else ts).strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
 @schedule_app.command("list")
 def schedule_list() -> None:
     """The report definitions: report, parameters, schedule (local time), last run, next slot."""
-    import json
-    from zoneinfo import ZoneInfo
-
-    import psycopg
-    from rich.table import Table
-
     def work(url: str) -> None:
         with psycopg.connect(url) as conn:
             rows = conn.execute(
@@ -187,9 +162,6 @@ def schedule_runs(
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 20,
 ) -> None:
     """The latest report runs, newest first."""
-    import psycopg
-    from rich.table import Table
-
     if status not in (None, "running", "failed", "succeeded"):
         _err.print(f"measuredb report schedule runs: --status {status!r}: use running, failed or succeeded",
                    markup=False)
@@ -223,8 +195,6 @@ def schedule_show(
     output: Annotated[str, typer.Option("--format", help="text, csv or json")] = "text",
 ) -> None:
     """Print the stored output of one run (or its error)."""
-    import psycopg
-
     if output not in ("text", "csv", "json"):
         _err.print(f"measuredb report schedule show: --format {output!r}: use text, csv or json", markup=False)
         raise typer.Exit(2)
@@ -249,8 +219,6 @@ def schedule_show(
 
 def render_stored(report_name: str, rows_json: str, params: dict[str, Any] | None, fmt: str) -> str:
     """A format the run did not store, rendered from its stored rows (JSON)."""
-    import json
-
     return reports.render(report_name, json.loads(rows_json), params or {}, fmt)
 
 

@@ -33,7 +33,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +43,10 @@ from collector.measure.measmon import Measmon, Measurement, MeasureStateError
 from collector.settings import CollectorSettings
 from collector.sink import Pipeline, SpoolFull, Writer, entity_key
 from core.catalog import load_catalog
+from core.times import HOUR, SECOND, now_us, to_ts, to_us  # noqa: F401 - to_us: part of this module's interface
 
 log = logging.getLogger(__name__)
 
-SECOND = 1_000_000
-HOUR = 3600 * SECOND
 CATCHUP_CHUNK_US = 10 * 60 * SECOND  # live catch-up: control is answered at least this often
 ON_TIME_US = 2 * SECOND               # live: "within real time" means at most this late
 BEHIND_WARNING_S = 30.0               # live: warn (and repeat) once behind for this long
@@ -65,20 +63,6 @@ class CollectorConfigError(RuntimeError):
 
 class SpooledDataLeft(RuntimeError):
     """A backfill ended with copies still in the spool (the database did not come back)."""
-
-
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def to_us(ts: datetime | None) -> int | None:
-    if ts is None:
-        return None
-    return int(ts.timestamp()) * SECOND + ts.microsecond
-
-
-def to_ts(us: int) -> datetime:
-    return datetime.fromtimestamp(us // SECOND, UTC).replace(microsecond=us % SECOND)
 
 
 def default_contab(topology: Any) -> Contab:
@@ -561,7 +545,7 @@ class Collector:
             log.info("upkeep: compressed %s", ", ".join(done["compressed"]))
         retention = done.get("retention")
         if retention:
-            from cli.retention import describe
+            from core.retention import describe
 
             for line in describe(retention):
                 (log.warning if "held back" in line else log.info)("retention: %s", line)

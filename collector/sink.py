@@ -25,7 +25,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -42,6 +41,7 @@ import psycopg
 from collector.measure.copies import IntervalBatch
 from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
 from core.catalog import Catalog
+from core.entities import entity_id, entity_key
 
 log = logging.getLogger(__name__)
 
@@ -235,15 +235,6 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
     return out
 
 
-def entity_key(id_fields: tuple[str, ...], ids: dict[str, Any]) -> str:
-    return "|".join(f"{f}={ids.get(f, '')}" for f in id_fields)
-
-
-def entity_id_for(system_id: int, type_code: int, key: str) -> int:
-    digest = hashlib.blake2b(f"{system_id}/{type_code}/{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF
-
-
 @dataclass
 class Slice:
     """Everything to write for times ≤ until_us (one transaction)."""
@@ -293,7 +284,7 @@ class EntityRegistry:
                 slot = int(slots[i])
                 ids = entity_ids(table, slot)
                 key = entity_key(id_fields, ids)
-                eid = entity_id_for(self.system_id, code, key)
+                eid = entity_id(self.system_id, code, key)
                 known[slot] = eid
                 out[i] = eid
                 cpu = int(table.cpu[slot])

@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 import psycopg
 from psycopg import sql
 
-from collector.measure.contab import _INT_RANGES
 from core.catalog import EntityDef, load_catalog
+from core.entities import ID_FIELD_RANGES
 from core.importer import interval_header
 
 __all__ = ["KINDS", "TIERS", "TIER_ENTITIES", "ExportError", "ExportSpec", "export", "plan", "systems_of"]
@@ -153,7 +153,7 @@ def interval_query(ent: EntityDef, system_ids: list[int], lo: datetime | None, h
     return query, [t for _, t in cols]
 
 
-_INT_FIELDS = frozenset(_INT_RANGES)  # identifying fields that are integers
+_INT_FIELDS = frozenset(ID_FIELD_RANGES)  # identifying fields that are integers
 
 
 def tier_columns(conn: psycopg.Connection, ent: EntityDef, kind: str) -> list[tuple[str, str]]:

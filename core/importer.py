@@ -59,9 +59,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import psycopg
 
-from collector.measure.contab import _INT_RANGES, USER_COUNTER_TYPES
-from collector.sink import entity_id_for, entity_key
 from core.catalog import Catalog, EntityDef, load_catalog
+from core.entities import ID_FIELD_RANGES, USER_COUNTER_TYPES, entity_id, entity_key
 
 __all__ = ["DEFAULT_MEASUREMENT", "ImportFailed", "ImportResult", "Problem", "csv_rows",
            "import_rows", "interval_header", "parquet_rows"]
@@ -228,7 +227,7 @@ def _fit(ent: EntityDef, cols: list[str]) -> tuple[list[tuple[int, str, str]], L
     present = [(counters[c], i) for i, c in enumerate(cols) if c in counters]
     return [], Layout(
         entity=ent, width=len(cols), system=seen[SYSTEM], measurement=seen.get(MEASUREMENT),
-        ids=[(f, seen[n], _INT_RANGES.get(f)) for n, f in ids.items()],
+        ids=[(f, seen[n], ID_FIELD_RANGES.get(f)) for n, f in ids.items()],
         cpu=seen.get(CPU) if "cpu" not in ent.id_fields else None,
         from_=seen[FROM], to=seen[TO], delta=seen.get(DELTA), error=seen.get(ERROR),
         user_type=seen.get(TYPE), counter_pos=[p for p, _ in present], counter_col=[i for _, i in present],
@@ -724,7 +723,7 @@ class _Rows:
         key = entity_key(self.ent.id_fields, ids)
         known = self.eids.get((sid, key))
         if known is None:
-            known = self.eids[(sid, key)] = (entity_id_for(sid, self.ent.code, key), json.dumps(ids))
+            known = self.eids[(sid, key)] = (entity_id(sid, self.ent.code, key), json.dumps(ids))
         self.rows.append((line, sid, meas, known[0], key, known[1], cpu, f_us, t_us, t_us - f_us, error,
                           user_type))
         self.raw_counters.append([row[c] for c in lay.counter_col])

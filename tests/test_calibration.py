@@ -17,9 +17,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from collector.service import SECOND, Collector
+from collector.service import Collector
 from collector.settings import CollectorSettings
 from core import schema
+from core.times import SECOND
 from tests.engine import MODE
 
 T0 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday; the RDS and ET1 workloads are flat

@@ -24,10 +24,11 @@ import pytest
 
 from collector.node import load_node, load_workload
 from collector.node import workload as wl
-from collector.service import Collector, to_us
+from collector.service import Collector
 from collector.settings import CollectorSettings
 from core import schema
 from core.reports import run_report
+from core.times import to_us
 from tests.dashboards.grafana import TimeRange, expand, expand_macros
 from tests.dashboards.panels import DASHBOARDS, alert_queries, queries_of
 from tests.engine import MODE

@@ -16,11 +16,12 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from api.settings import ApiSettings
-from cli.token import create_token
-from collector.service import Collector, now_us
+from collector.service import Collector
 from collector.settings import CollectorSettings
 from core import schema
+from core.times import now_us
 from tests.engine import MODE
+from tests.tokens import create_token
 
 MINUTE = 60_000_000
 

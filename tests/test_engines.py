@@ -142,8 +142,8 @@ def api_reads(url: str) -> list[str]:
     """What the API answers (counter reads followed page by page, tiers, every report), as text."""
     from api.main import create_app
     from api.settings import ApiSettings
-    from cli.token import create_token
     from core.reports import REPORTS
+    from tests.tokens import create_token
 
     headers = {"Authorization": f"Bearer {create_token(url, 'engines', 'read')}"}
     with psycopg.connect(url) as c:

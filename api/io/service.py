@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
+from psycopg import sql
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -67,8 +68,6 @@ def prepare_export(session: Session, *, entity: str, kind: str, system: str | No
 def stream_export(engine: Engine, spec: ExportSpec, system_ids: list[int], lo: datetime | None,
                   hi: datetime | None, time_format: str) -> Iterator[bytes]:
     """The CSV of one export, chunk by chunk, read on a pooled connection of its own."""
-    from psycopg import sql
-
     raw = engine.raw_connection()
     try:
         conn = raw.driver_connection

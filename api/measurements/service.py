@@ -27,7 +27,10 @@ from api.measurements.schemas import (
     MeasurementStatusRead,
     MeasurementStop,
 )
-from collector.measure.contab import Contab, ContabBuilder, ContabCommandError, format_process_spec
+from collector.meascom import ast
+from collector.meascom.configure import CONFIG_COMMANDS, ContabCommandError, apply_commands
+from collector.meascom.parser import MeascomSyntaxError, parse_script
+from collector.measure.contab import Contab, ContabBuilder, format_process_spec
 
 _COLUMNS = ("measurement_id, system_name, name, state, state_detail, start_at, stop_at, "
             "interval_seconds::float8 AS interval_seconds, started_at, stopped_at, created_at, "
@@ -71,14 +74,10 @@ def _resolve_datetime(dt: Any, tz: ZoneInfo, now: datetime) -> datetime:
 
 def _from_meascom(body: MeasurementCreate, tz: ZoneInfo, now: datetime) -> dict[str, Any]:
     """Contab, name and schedule from MEASCOM text; raises InvalidInput naming line/column."""
-    from collector.meascom import ast
-    from collector.meascom.parser import MeascomSyntaxError, parse_script
-
     try:
         commands = parse_script(body.meascom or "")
     except MeascomSyntaxError as exc:
         raise InvalidInput(f"MEASCOM {exc}", field="meascom") from None
-    config_kinds = (ast.Volume, ast.AddEntity, ast.DeleteEntity, ast.AddCounter, ast.DeleteCounter)
     out: dict[str, Any] = {"name": None, "start": None}
     for cmd in commands:
         if isinstance(cmd, ast.AddMeasurement):
@@ -88,13 +87,13 @@ def _from_meascom(body: MeasurementCreate, tz: ZoneInfo, now: datetime) -> dict[
                 raise InvalidInput(f"MEASCOM line {cmd.line}: a second START MEASUREMENT", field="meascom")
             out["start"] = cmd
             out["name"] = out["name"] or cmd.file
-        elif not isinstance(cmd, config_kinds):
+        elif not isinstance(cmd, CONFIG_COMMANDS):
             raise InvalidInput(
                 f"MEASCOM line {cmd.line}, column {cmd.column}: {type(cmd).__name__} is not a "
                 "configuration command; only VOLUME, ADD/DELETE entity or COUNTER, ADD MEASUREMENT "
                 "and START MEASUREMENT are accepted here", field="meascom")
     try:
-        out["contab"] = ContabBuilder().apply(commands).build()
+        out["contab"] = apply_commands(ContabBuilder(), commands).build()
     except ContabCommandError as exc:
         raise InvalidInput(f"MEASCOM {exc}", field="meascom") from None
     except ValueError as exc:

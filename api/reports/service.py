@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from api.db import psycopg_connection
 from api.errors import Conflict, InvalidInput, NotFound
 from api.reports.schemas import (
     ReportDefinitionList,
@@ -20,6 +21,8 @@ from api.reports.schemas import (
     ReportRunPage,
     ReportRunRead,
 )
+from core import reports
+from core import scheduler as _scheduler  # noqa: F401 - importing it registers the schedule's own reports
 
 _RUN_COLUMNS = ("run_id, definition_id, definition, report, system_name, slot_at, time_zone, parameters, "
                 "instance, claimed_at, started_at, finished_at, status, rows, error, attempt, retry_after, "
@@ -90,11 +93,6 @@ def _output(row: dict[str, Any], fmt: str) -> str | None:
     if stored is not None or row["output_json"] is None:
         return stored
     # a rendering the definition did not ask for: made from the stored rows
-    from core import (
-        reports,
-        scheduler,  # noqa: F401 - registers the schedule's own reports
-    )
-
     try:
         return reports.render(row["report"], json.loads(row["output_json"]), row["parameters"] or {}, fmt)
     except reports.ReportError:
@@ -123,9 +121,6 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
                date_from: str | None, date_to: str | None, shift: int | None,
                extra: dict[str, Any], fmt: str) -> str:
     """Run one report of queries/ now (the same code as `measuredb report NAME`)."""
-    from api.db import psycopg_connection
-    from core import reports
-
     try:
         rep = reports.report(name)
         params = reports.build_params(

@@ -1,15 +1,13 @@
-"""Retention for admin tokens: through the SECURITY DEFINER functions of
-schema/idempotent/026-retention.sql (errors reach the client through api/errors.py)."""
+"""Retention for admin tokens: the functions of core/retention.py (the same as `measuredb
+retention`) in the request's transaction, their answers as the API's shapes."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from api.errors import database_error
+from api.db import psycopg_connection
 from api.retention.schemas import (
     PurgeLogPage,
     PurgeLogRead,
@@ -17,40 +15,33 @@ from api.retention.schemas import (
     RetentionClassRead,
     RetentionRead,
 )
-
-
-def _days(keep: timedelta | None) -> int | None:
-    return None if keep is None else keep.days
+from core import retention
+from core.errors import ServiceError
 
 
 def show(session: Session) -> RetentionRead:
-    rows = session.execute(text("SELECT class, keep, cutoff, purged_before FROM measure.retention_show()")).all()
-    return RetentionRead(classes=[RetentionClassRead(retention_class=c, keep_days=_days(k), cutoff=cut,
-                                                     purged_before=p) for c, k, cut, p in rows])
+    rows = retention.show(psycopg_connection(session))
+    return RetentionRead(classes=[RetentionClassRead(
+        retention_class=r["class"], keep_days=None if r["keep"] is None else r["keep"].days, cutoff=r["cutoff"],
+        purged_before=r["purged_before"]) for r in rows])
 
 
 def set_keep(session: Session, cls: str, keep_days: int | None) -> RetentionRead:
     try:
-        session.execute(text("SELECT measure.retention_set(:c, :k)"),
-                        {"c": cls, "k": None if keep_days is None else timedelta(days=keep_days)})
-    except DBAPIError as exc:
-        err = database_error(exc)
-        if err is None:
-            raise
-        session.rollback()
-        if err.field == "keep":  # the database's name for what the API calls keep_days
-            err.field = "keep_days"
-        raise err from None
+        retention.set_keep(psycopg_connection(session), cls, None if keep_days is None else timedelta(days=keep_days))
+    except ServiceError as exc:
+        if exc.field == "keep":  # the services' name for what the API calls keep_days
+            exc.field = "keep_days"
+        raise
     session.commit()
     return show(session)
 
 
 def run(session: Session, *, dry_run: bool) -> PurgeRead:
-    result = session.execute(text("SELECT measure.retention_run(:d, 'api')"), {"d": dry_run}).scalar_one()
+    result = retention.run(psycopg_connection(session), dry_run=dry_run, requested_by="api")
     session.commit()
     return PurgeRead.model_validate(result)
 
 
 def log(session: Session, limit: int) -> PurgeLogPage:
-    rows = session.execute(text("SELECT * FROM measure.purge_log(:n)"), {"n": limit}).mappings().all()
-    return PurgeLogPage(items=[PurgeLogRead.model_validate(dict(r)) for r in rows])
+    return PurgeLogPage(items=[PurgeLogRead.model_validate(r) for r in retention.log(psycopg_connection(session), limit)])

@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from psycopg import sql
+from psycopg import errors, sql
 from sqlalchemy.orm import Session
 
 from api.control import resolve_system
@@ -219,8 +219,6 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
     try:
         rows = conn.execute(stmt, params).fetchall()
     except Exception as exc:  # a cursor value of the wrong type: a client mistake
-        from psycopg import errors
-
         if isinstance(exc, (errors.InvalidDatetimeFormat, errors.InvalidTextRepresentation,
                             errors.DatetimeFieldOverflow, errors.NumericValueOutOfRange)):
             session.rollback()

@@ -40,7 +40,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
@@ -50,12 +50,19 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from collector.meascom import ast
-from collector.meascom.parser import MeascomSyntaxError, parse_command, printable, tokenize
+from collector.meascom import ast, listing
+from collector.meascom.configure import CONFIG_COMMANDS, ContabCommandError, apply_commands
+from collector.meascom.parser import MeascomSyntaxError, parse_command, tokenize
+from collector.meascom.state import (
+    DEFAULT_SUBVOL,
+    MeascomError,
+    Measurement,
+    ReportSettings,
+    SessionState,
+)
 from collector.measure.contab import (
     Contab,
     ContabBuilder,
-    ContabCommandError,
     EntityDescriptor,
     format_process_spec,
 )
@@ -65,40 +72,8 @@ __all__ = ["HELP", "MAX_OBEY_DEPTH", "MeascomError", "ReportSettings", "Session"
 
 MAX_OBEY_DEPTH = 8
 MAX_OBEY_BYTES = 16 * 1024 * 1024  # a larger "OBEY file" is not one (or is /dev/zero)
-DEFAULT_SUBVOL = "$SYSTEM.SYSTEM"
 HEARTBEAT_FRESH_S = 60.0
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9]{0,7}")
-_CONFIG_COMMANDS = (ast.AddEntity, ast.DeleteEntity, ast.AddCounter, ast.DeleteCounter, ast.Volume)
-
-
-class MeascomError(Exception):
-    """A MEASCOM command was refused: where (file, 1-based line and column), the offending
-    word, what would have been accepted, and why.
-
-    ``syntax`` is True for parse errors (text that is not MEASCOM, or not text at all: NUL
-    characters, bytes that are not UTF-8). ``bad_input`` is True for every error of the input
-    itself, found before anything ran: syntax errors, and OBEY/OUT files that cannot be read,
-    found or written (`meascom` exits 2 for these); False for a command refused by MEASURE
-    semantics (a measurement already live, an unknown measurement …; exit 1)."""
-
-    def __init__(self, message: str, line: int = 0, column: int = 0, *, word: str = "",
-                 expected: list[str] | tuple[str, ...] = (), file: str | None = None,
-                 syntax: bool = False, bad_input: bool = False):
-        self.message, self.line, self.column = message, line, column
-        self.word, self.expected, self.file, self.syntax = word, list(expected), file, syntax
-        self.bad_input = bad_input or syntax
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f"line {self.line}, column {self.column}" if self.line else ""
-        if self.file:  # "day.obey: line 3, column 9: …", as `meascom --api` prints it
-            where = f"{printable(self.file)}: {where}" if where else printable(self.file)
-        return f"{where}: {self.message}" if where else self.message
-
-    @classmethod
-    def from_syntax(cls, exc: MeascomSyntaxError, file: str | None) -> MeascomError:
-        return cls(exc.message, exc.line, exc.column, word=exc.word, expected=exc.expected,
-                   file=file, syntax=True)
 
 
 def _short(name: str, limit: int = 60) -> str:
@@ -194,53 +169,11 @@ def _help(topic: tuple[str, ...]) -> str:
 # ------------------------------------------------------------------------------ state
 
 
-@dataclass
-class ReportSettings:
-    """SET REPORT attributes (MEASCOM defaults: FORMAT NORMAL, RATE ON)."""
-
-    format: str = "NORMAL"
-    rate: str = "ON"
-    loadid: str | None = None
-    totals: str = "EXCLUDE"
-    zero_reports: str = "INCLUDE"
-    style: str = "LEGACY"
-    dots: str = "OFF"
-    cr_name_qual: str = "UNQUALIFIED"
-    from_: ast.DateTime | None = None
-    to: ast.DateTime | None = None
-    for_: ast.Duration | None = None
-
-
-@dataclass
-class _State:
-    builder: ContabBuilder = field(default_factory=lambda: ContabBuilder(default_subvol=DEFAULT_SUBVOL))
-    config_sources: list[str] = field(default_factory=list)
-    assumed: str | None = None
-    current: int | None = None  # measurement_id made current by ADD MEASUREMENT / START
-    report: ReportSettings = field(default_factory=ReportSettings)
-    out: str | None = None
-    exited: bool = False
-
-
 @dataclass(frozen=True)
 class _Item:
     cmd: ast.Command
     source: str  # the command's text as written (its lines)
     file: str | None
-
-
-@dataclass(frozen=True)
-class Measurement:
-    measurement_id: int
-    name: str
-    state: str
-    start_at: datetime | None
-    stop_at: datetime | None
-    interval_us: int | None
-    started_at: datetime | None
-    stopped_at: datetime | None
-    contab: Contab
-    source: str | None
 
 
 class Session:
@@ -271,7 +204,7 @@ class Session:
         self.sleep = sleep
         self.answer_timeout = answer_timeout
         self.catalog = load_catalog()
-        self.state = _State()
+        self.state = SessionState()
         self._pending_files: list[tuple[Path, str, str, _Item]] = []  # path, name, text, by
         self._item: _Item | None = None  # the command running
         self.system_id, self.system_name, self.tz = self._find_system(system)
@@ -526,7 +459,7 @@ class Session:
         """Apply the configuration commands to a scratch copy: refuse before anything runs."""
         scratch = copy.deepcopy(self.state.builder)
         for item in items:
-            if isinstance(item.cmd, _CONFIG_COMMANDS):
+            if isinstance(item.cmd, CONFIG_COMMANDS):
                 self._apply_config(scratch, item)
 
     @staticmethod
@@ -536,13 +469,13 @@ class Session:
             builder.default_subvol = DEFAULT_SUBVOL
             return
         try:
-            builder.apply([cmd])
+            apply_commands(builder, [cmd])
         except ContabCommandError as exc:
             raise MeascomError(exc.message, exc.line, exc.column, file=item.file) from None
 
     def _run(self, item: _Item) -> str:
         cmd = item.cmd
-        if isinstance(cmd, _CONFIG_COMMANDS):
+        if isinstance(cmd, CONFIG_COMMANDS):
             self._apply_config(self.state.builder, item)
             self.state.config_sources.append(item.source)
             return ""
@@ -831,8 +764,6 @@ class Session:
         return ""
 
     def _cmd_ListCommand(self, cmd: ast.ListCommand, item: _Item) -> str:
-        from collector.meascom import listing
-
         text = (listing.list_active(self, cmd) if cmd.verb == "LISTACTIVE"
                 else listing.list_stored(self, cmd))
         if cmd.out:

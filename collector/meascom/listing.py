@@ -39,9 +39,13 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+import psycopg
 
 from collector.meascom import ast
+from collector.meascom.state import MeascomError, Measurement, SessionState
 from collector.measure.contab import ContabBuilder, EntityDescriptor
 from collector.measure.read import (
     LEVEL_KINDS,
@@ -55,12 +59,32 @@ from collector.measure.read import (
     read,
     read_given,
 )
-from core.catalog import EntityDef
+from core.catalog import Catalog, EntityDef
+from core.entities import entity_id, entity_key
 
-if TYPE_CHECKING:
-    from collector.meascom.interpreter import Measurement, Session
+__all__ = ["ListingSession", "entity_label", "list_active", "list_stored"]
 
-__all__ = ["entity_label", "list_active", "list_stored"]
+
+class ListingSession(Protocol):
+    """What LIST reads of the MEASCOM session (collector.meascom.interpreter.Session)."""
+
+    catalog: Catalog
+    conn: psycopg.Connection
+    system_id: int
+    system_name: str
+    tz: ZoneInfo
+    state: SessionState
+    sleep: Callable[[float], None]
+
+    def now(self) -> datetime: ...
+
+    def local_datetime(self, dt: ast.DateTime, today: datetime) -> datetime: ...
+
+    def current_measurement(self) -> Measurement: ...
+
+    def ask_collector(self, kind: str, payload: dict[str, Any]) -> tuple[dict | None, str | None]: ...
+
+
 
 BRIEF = {
     "CPU": ("CPU-BUSY-TIME", "CPU-QTIME", "DISPATCHES", "SWAPS", "DISC-IOS"),
@@ -81,9 +105,7 @@ _APPEND = ("SELECT measure.append_structured_record(%s, %s::smallint, %s::smalli
            "%s::bigint, %s::timestamptz, %s::timestamptz, %s::bigint, %s::bigint[])")
 
 
-def _err(msg: str, node: ast.Node | None = None):
-    from collector.meascom.interpreter import MeascomError
-
+def _err(msg: str, node: ast.Node | None = None) -> MeascomError:
     return MeascomError(msg, node.line if node else 0, node.column if node else 0)
 
 
@@ -116,7 +138,7 @@ def entity_label(ent: EntityDef, ids: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------ window
 
 
-def _resolve_list_time(s: Session, dt: ast.DateTime, m: Measurement) -> datetime:
+def _resolve_list_time(s: ListingSession, dt: ast.DateTime, m: Measurement) -> datetime:
     """A LIST time: with a date, that date; without, the latest such time not after the
     measurement's end (or now), and not before its start."""
     if dt.date is not None:
@@ -130,7 +152,7 @@ def _resolve_list_time(s: Session, dt: ast.DateTime, m: Measurement) -> datetime
     return t
 
 
-def _window(s: Session, cmd: ast.ListCommand, m: Measurement):
+def _window(s: ListingSession, cmd: ast.ListCommand, m: Measurement):
     r = s.state.report
     start = cmd.start if cmd.start is not None else r.from_
     if cmd.to is not None or cmd.for_ is not None:
@@ -154,7 +176,7 @@ def _window(s: Session, cmd: ast.ListCommand, m: Measurement):
 # ------------------------------------------------------------------------------ the query
 
 
-def _descriptors(s: Session, cmd: ast.ListCommand) -> list[EntityDescriptor]:
+def _descriptors(s: ListingSession, cmd: ast.ListCommand) -> list[EntityDescriptor]:
     b = ContabBuilder(default_subvol=s.state.builder.default_subvol)
     try:
         for spec in cmd.specs:
@@ -164,7 +186,7 @@ def _descriptors(s: Session, cmd: ast.ListCommand) -> list[EntityDescriptor]:
     return b.descriptors
 
 
-def _format(s: Session, cmd: ast.ListCommand) -> str:
+def _format(s: ListingSession, cmd: ast.ListCommand) -> str:
     """FORMAT of the command, else STRUCTURED when the command names a LOADID (a LOADID
     means structured output: the 1986 Figure 4 OBEY file sets no FORMAT), else SET REPORT's."""
     given = _attr(cmd, "FORMAT", "")
@@ -180,7 +202,7 @@ def _attr(cmd: ast.ListCommand, name: str, default: str) -> str:
     return default
 
 
-def _query(s: Session, cmd: ast.ListCommand, ent: EntityDef, **window: Any) -> ReadQuery:
+def _query(s: ListingSession, cmd: ast.ListCommand, ent: EntityDef, **window: Any) -> ReadQuery:
     """The MEASREAD query of a LIST-type command: its entities, RATE, BY, IF, ZERO-REPORTS
     and TOTALS (the command's, else SET REPORT's); every record at once, exact values."""
     r = s.state.report
@@ -215,7 +237,7 @@ def _num(v: Decimal | int | None) -> str:
     return f"{v:,}"
 
 
-def _t(s: Session, dt: datetime) -> str:
+def _t(s: ListingSession, dt: datetime) -> str:
     return f"{dt.astimezone(s.tz):%d %b %Y %H:%M:%S}"
 
 
@@ -244,7 +266,7 @@ def _labelled(ent: EntityDef, res: ReadResult) -> list[tuple[str, Record]]:
     return rows
 
 
-def _render(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
+def _render(s: ListingSession, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
             m: Measurement | None, fmt: str) -> str:
     rate = res.rate
     head = (f"{cmd.verb} {ent.measure_name} on {s.system_name}"
@@ -278,7 +300,7 @@ def _render(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
     return "\n\n".join(blocks)
 
 
-def _write_structured(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
+def _write_structured(s: ListingSession, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
                       measurement_id: int) -> str:
     """FORMAT STRUCTURED: raw values, one row per record (entity_id NULL: the TOTAL)."""
     loadid = cmd.loadid or s.state.report.loadid
@@ -292,7 +314,7 @@ def _write_structured(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: Rea
             + (f", LOADID {loadid}" if loadid else ", no LOADID"))
 
 
-def _output(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
+def _output(s: ListingSession, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
             m: Measurement | None, measurement_id: int | None) -> str:
     fmt = _format(s, cmd)
     if fmt == "STRUCTURED":
@@ -306,7 +328,7 @@ def _output(s: Session, cmd: ast.ListCommand, ent: EntityDef, res: ReadResult,
 # ------------------------------------------------------------------------------ commands
 
 
-def list_stored(s: Session, cmd: ast.ListCommand) -> str:
+def list_stored(s: ListingSession, cmd: ast.ListCommand) -> str:
     """LIST / LISTALL over the current measurement's interval records."""
     m = s.current_measurement()
     ent = s.catalog.entity(cmd.entity)
@@ -317,14 +339,12 @@ def list_stored(s: Session, cmd: ast.ListCommand) -> str:
     return _output(s, cmd, ent, res, m, m.measurement_id)
 
 
-def list_active(s: Session, cmd: ast.ListCommand) -> str:
+def list_active(s: ListingSession, cmd: ast.ListCommand) -> str:
     """LISTACTIVE: live counter records through the collector (control request 'read_active').
 
     Without FOR: the change since measurement start (the record's baseline copy) or, when the
     collector has no baseline, since the counter record was allocated. With FOR d: read, wait
     d, read again, and show the difference."""
-    from collector.sink import entity_id_for, entity_key
-
     ent = s.catalog.entity(cmd.entity)
     try:
         m = s.current_measurement()
@@ -351,7 +371,7 @@ def list_active(s: Session, cmd: ast.ListCommand) -> str:
     def given(r: dict, since: datetime, at: datetime, counters: list[int]) -> GivenRecord:
         key = entity_key(ent.id_fields, r["ids"])
         return GivenRecord(r["ids"], since, at, int((at - since) / timedelta(microseconds=1)),
-                           counters, entity_id_for(s.system_id, ent.code, key), key, r.get("cpu"))
+                           counters, entity_id(s.system_id, ent.code, key), key, r.get("cpu"))
 
     records: list[GivenRecord] = []
     if cmd.for_ is None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter as _Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from core.catalog import UnknownEntityType, load_catalog
+from core.entities import ID_FIELD_RANGES, USER_COUNTER_TYPES
 
 __all__ = [
     "MAX_ELEMENTS_PER_PROCESS",
@@ -59,12 +60,12 @@ __all__ = [
     "USER_COUNTER_TYPES",
     "Contab",
     "ContabBuilder",
-    "ContabCommandError",
     "CounterSpec",
     "DescriptorError",
     "EntityDescriptor",
     "HeaderEntry",
     "check_file_pattern",
+    "clean_message",
     "expand_file_name",
     "format_process_spec",
     "is_system_process",
@@ -78,24 +79,11 @@ MAX_NAMED_COUNTERS_PER_PROCESS = 85
 MAX_ELEMENTS_PER_PROCESS = 256
 MAX_ARRAY = 127
 SYSTEM_PRIORITY = 200
-USER_COUNTER_TYPES = ("ACCUM", "FACCUM", "BUSY", "QUEUE", "QBUSY")
 
 FieldValue = str | int
 
 # ------------------------------------------------------------------------ field syntax
 
-_INT_RANGES: dict[str, tuple[int, int]] = {
-    "cpu": (0, 15),
-    "opener_cpu": (0, 15),
-    "pin": (0, 65535),
-    "opener_pin": (0, 65535),
-    "priority": (1, 255),
-    "file_number": (0, 65535),
-    "ocb_number": (0, 65535),
-    "remote_system": (0, 254),
-    "index": (0, 255),
-    "device_type": (0, 63),
-}
 _PROCESS_TYPES = {"PROCESS", "USERDEF", "PROCESSH"}
 _EXTRA_FIELDS = {t: ("oss_path",) for t in _PROCESS_TYPES}
 
@@ -110,15 +98,7 @@ _COUNTER_NAME_RE = re.compile(r"[A-Z][A-Z0-9_-]{0,15}")
 _CODE_SPACES = {"UC", "UCR", "UL", "ULR", "SC", "SCR", "SL", "SLR"}
 
 
-class ContabCommandError(ValueError):
-    """A MEASCOM command could not be applied to the configuration (line/column 1-based)."""
-
-    def __init__(self, line: int, column: int, message: str):
-        super().__init__(f"line {line}, column {column}: {message}")
-        self.line, self.column, self.message = line, column, message
-
-
-def _clean_message(exc: Exception) -> str:
+def clean_message(exc: Exception) -> str:
     """One-line text of a (pydantic) error, without pydantic's framing."""
     if isinstance(exc, ValidationError):
         return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
@@ -225,8 +205,8 @@ def _norm_value(etype: str, name: str, value: Any) -> FieldValue | None:
         value = value.strip()
         if value == "*":
             return None
-    if name in _INT_RANGES:
-        lo, hi = _INT_RANGES[name]
+    if name in ID_FIELD_RANGES:
+        lo, hi = ID_FIELD_RANGES[name]
         allow_system = name == "pin" and etype in _PROCESS_TYPES
         if allow_system and (value == -2 or (isinstance(value, str) and value.upper() in (
                 "SYSTEM", "SYSTEM-PROCESSES", "-2"))):
@@ -707,40 +687,6 @@ class ContabBuilder:
             raise ValueError(f"no counter {n} to delete")
         self.counters = keep
         return removed
-
-    def apply(self, commands: Iterable[Any]) -> ContabBuilder:
-        """Apply parsed MEASCOM commands (VOLUME, ADD/DELETE entity, ADD/DELETE COUNTER).
-
-        All or nothing: on an error the builder is left unchanged and :class:`ContabCommandError`
-        names the command's line and column. Other commands are ignored (the interpreter's job).
-        """
-        saved = (list(self.descriptors), list(self.counters), self.default_subvol)
-        cmd = None
-        try:
-            for cmd in commands:
-                self._apply_one(cmd)
-        except ValueError as exc:
-            self.descriptors, self.counters, self.default_subvol = saved
-            raise ContabCommandError(getattr(cmd, "line", 0), getattr(cmd, "column", 0),
-                                     _clean_message(exc)) from None
-        return self
-
-    def _apply_one(self, cmd: Any) -> None:
-        from collector.meascom import ast  # local import: meascom depends on this module
-
-        if isinstance(cmd, ast.Volume):
-            vol, _, sub = self.default_subvol.partition(".")
-            self.default_subvol = f"{cmd.volume or vol}.{cmd.subvol or sub}".upper()
-        elif isinstance(cmd, ast.AddEntity):
-            for s in cmd.specs:
-                self.add_spec(s)
-        elif isinstance(cmd, ast.DeleteEntity):
-            for s in cmd.specs:
-                self.delete_spec(s)
-        elif isinstance(cmd, ast.AddCounter):
-            self.add_counter(cmd.name, cmd.process.fields, cmd.type, cmd.array)
-        elif isinstance(cmd, ast.DeleteCounter):
-            self.delete_counter(cmd.name, cmd.process.fields if cmd.process else None)
 
     def build(self) -> Contab:
         return Contab(descriptors=list(self.descriptors), counters=list(self.counters))

@@ -286,14 +286,15 @@ GRANT EXECUTE ON FUNCTION _measure.upkeep(timestamptz, interval, text) TO measur
 -- ---------------------------------------------------------------- for the API's admin scope
 
 -- The API (role measure_api) changes retention only through these; the admin scope of its
--- tokens is checked by the API (api/auth.py).
+-- tokens is checked by the API (api/auth.py). The command line calls the same functions
+-- (core/retention.py), as the collector's role where it runs under it.
 CREATE OR REPLACE FUNCTION measure.retention_show()
 RETURNS TABLE (class text, keep interval, cutoff timestamptz, purged_before timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT * FROM _measure.retention_show()
 $$;
 REVOKE ALL ON FUNCTION measure.retention_show() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION measure.retention_show() TO measure_api;
+GRANT EXECUTE ON FUNCTION measure.retention_show() TO measure_api, measure_writer;
 
 CREATE OR REPLACE FUNCTION measure.retention_set(p_class text, p_keep interval)
 RETURNS TABLE (class text, keep interval)
@@ -301,14 +302,14 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT * FROM _measure.retention_set(p_class, p_keep)
 $$;
 REVOKE ALL ON FUNCTION measure.retention_set(text, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION measure.retention_set(text, interval) TO measure_api;
+GRANT EXECUTE ON FUNCTION measure.retention_set(text, interval) TO measure_api, measure_writer;
 
 CREATE OR REPLACE FUNCTION measure.retention_run(p_dry_run boolean, p_by text)
 RETURNS jsonb LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT _measure.retention_run(p_dry_run, now(), p_by)
 $$;
 REVOKE ALL ON FUNCTION measure.retention_run(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION measure.retention_run(boolean, text) TO measure_api;
+GRANT EXECUTE ON FUNCTION measure.retention_run(boolean, text) TO measure_api, measure_writer;
 
 CREATE OR REPLACE FUNCTION measure.purge_log(p_limit integer DEFAULT 20)
 RETURNS TABLE (purge_id bigint, started_at timestamptz, finished_at timestamptz, dry_run boolean,
@@ -318,4 +319,4 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
       FROM _measure.purge_log l ORDER BY l.purge_id DESC LIMIT greatest(1, least(p_limit, 1000))
 $$;
 REVOKE ALL ON FUNCTION measure.purge_log(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION measure.purge_log(integer) TO measure_api;
+GRANT EXECUTE ON FUNCTION measure.purge_log(integer) TO measure_api, measure_writer;

@@ -935,7 +935,8 @@ BEGIN
         EXECUTE format('CREATE OR REPLACE FUNCTION measure.config_%s RETURNS %s LANGUAGE sql %s SECURITY DEFINER '
                        'SET search_path = pg_catalog, pg_temp AS %L', f.sig, f.ret, f.vol, f.body);
         EXECUTE format('REVOKE ALL ON FUNCTION measure.config_%s FROM PUBLIC', regexp_replace(f.sig, ' p_\w+', '', 'g'));
-        EXECUTE format('GRANT EXECUTE ON FUNCTION measure.config_%s TO measure_api', regexp_replace(f.sig, ' p_\w+', '', 'g'));
+        EXECUTE format('GRANT EXECUTE ON FUNCTION measure.config_%s TO measure_api, measure_writer',
+                       regexp_replace(f.sig, ' p_\w+', '', 'g'));
     END LOOP;
 END
 $api$;

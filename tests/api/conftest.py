@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from api.settings import ApiSettings
-from cli.token import create_token
 from core import schema as schema_runner
 from tests.api.fakes import FakeCollector
 from tests.engine import MODE
+from tests.tokens import create_token
 
 SYSTEM = "\\APIT"
 

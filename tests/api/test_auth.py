@@ -7,8 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from cli.token import create_token
 from tests.api.conftest import make_client
+from tests.tokens import create_token
 
 CONTAB = {"descriptors": [{"type": "CPU"}]}
 MUTATING = [

@@ -15,9 +15,9 @@ import pytest
 from api.cache import DataListener, ResponseCache, TokenCache, cache_key
 from api.main import create_app
 from api.settings import ApiSettings
-from cli.token import create_token
 from core.catalog import load_catalog
 from tests.api.conftest import make_client
+from tests.tokens import create_token
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 CPU = load_catalog().entity("cpu")

@@ -9,10 +9,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cli.token import create_token
 from core import schema as schema_runner
 from tests.api.conftest import make_client
 from tests.engine import MODE
+from tests.tokens import create_token
 
 _spec = importlib.util.spec_from_file_location("test_calendar", Path(__file__).parents[1] / "schema" / "test_calendar.py")
 calendar_data = importlib.util.module_from_spec(_spec)

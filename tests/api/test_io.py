@@ -10,11 +10,11 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from cli.token import create_token
 from core import schema as schema_runner
 from core.exporter import export, plan
 from tests.api.conftest import make_client
 from tests.engine import MODE
+from tests.tokens import create_token
 
 SYSTEM = "\\IOT"
 HEADER = "SYSTEM,CPU,FROM-TIMESTAMP,TO-TIMESTAMP,DELTA-TIME,CPU-BUSY-TIME,CPU-QTIME"

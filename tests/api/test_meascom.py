@@ -12,12 +12,12 @@ import psycopg
 import pytest
 
 from cli import meascom as cli
-from cli.token import create_token
 from core import schema as schema_runner
 from core.catalog import load_catalog
 from tests.api.conftest import make_client
 from tests.collector.meascom.test_parser import FIGURE_3
 from tests.engine import MODE
+from tests.tokens import create_token
 
 SYSTEM = "\\MEASCOM"
 CPU = load_catalog().entity("cpu")

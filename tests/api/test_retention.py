@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from cli.token import create_token
+from tests.tokens import create_token
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from cli.configuration import parse_cpu_types, parse_days, parse_shift
+from cli.calendar import parse_days, parse_shift
 from cli.main import app
+from cli.system import parse_cpu_types
 from core import schema
 from tests.engine import MODE
 

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from cli.retention import parse_keep
 from core import schema
+from core.retention import parse_keep
 from tests.engine import MODE
 
 

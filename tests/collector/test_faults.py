@@ -18,9 +18,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from collector.service import ON_TIME_US, Collector, now_us, to_ts
+from collector.service import ON_TIME_US, Collector
 from core import schema
 from core.database import start_embedded
+from core.times import now_us, to_ts
 from tests.collector.test_service import EPOCH, MINUTE, reference_run, settings, snapshot
 from tests.engine import MODE, TIMESCALEDB
 

@@ -9,8 +9,9 @@ import pytest
 
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import COPY_INTERVAL, COPY_START, Measmon, Measurement
-from collector.sink import Pipeline, SpoolFull, Writer, entity_id_for, entity_key
+from collector.sink import Pipeline, SpoolFull, Writer
 from core.catalog import load_catalog
+from core.entities import entity_id, entity_key
 from tests.collector.measure.fakes import SECOND, FakeNode
 from tests.engine import MODE
 
@@ -78,7 +79,7 @@ def test_rows_round_trip_exactly(target: str, tmp_path: Path) -> None:
         # the entity ids are the documented hash of system, type and identifying fields
         sid = c.execute("SELECT system_id FROM _measure.system WHERE system_name = '\\SINK'").fetchone()[0]
         ids = {k: i for i, k in c.execute("SELECT entity_id, key FROM _measure.entity WHERE type_code = 1")}
-        assert ids["cpu=0"] == entity_id_for(sid, 1, entity_key(("cpu",), {"cpu": 0}))
+        assert ids["cpu=0"] == entity_id(sid, 1, entity_key(("cpu",), {"cpu": 0}))
         assert c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state").fetchone()[0] == T0 + 30 * SECOND
 
 

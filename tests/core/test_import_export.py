@@ -145,11 +145,11 @@ def test_hand_made_cpu_file_gives_exact_hour_tiers(env: str, tmp_path: Path) -> 
         # the collector's ids
         assert c.execute("SELECT name, state, start_at FROM _measure.measurement").fetchall() == [
             ("IMPORT", "stopped", None)]
-        from collector.sink import entity_id_for
+        from core.entities import entity_id
         sid = c.execute("SELECT system_id FROM _measure.system").fetchone()[0]
         assert c.execute("SELECT entity_id, key, ids, cpu FROM _measure.entity ORDER BY key").fetchall() == [
-            (entity_id_for(sid, 1, "cpu=0"), "cpu=0", {"cpu": 0}, 0),
-            (entity_id_for(sid, 1, "cpu=1"), "cpu=1", {"cpu": 1}, 1)]
+            (entity_id(sid, 1, "cpu=0"), "cpu=0", {"cpu": 0}, 0),
+            (entity_id(sid, 1, "cpu=1"), "cpu=1", {"cpu": 1}, 1)]
 
 
 def test_importing_again_changes_nothing_also_with_julian_times(env: str, tmp_path: Path) -> None:

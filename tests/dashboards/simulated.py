@@ -23,8 +23,9 @@ from pathlib import Path
 
 import psycopg
 
-from collector.service import SECOND, Collector, to_us
+from collector.service import Collector
 from collector.settings import CollectorSettings
+from core.times import SECOND, to_us
 
 HERE = Path(__file__).resolve().parent
 NODE = HERE / "week-node.yaml"

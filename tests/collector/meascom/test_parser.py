@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.meascom import ast
+from collector.meascom.configure import apply_commands
 from collector.meascom.parser import MeascomSyntaxError, parse_script, tokenize
 from collector.measure.contab import ContabBuilder
 
@@ -95,7 +96,7 @@ def test_figure_3():
 
 
 def test_figure_3_builds_contab():
-    c = ContabBuilder().apply(parse_script(FIGURE_3)).build()
+    c = apply_commands(ContabBuilder(), parse_script(FIGURE_3)).build()
     assert [(d.type, d.fields) for d in c.descriptors] == [
         ("CPU", {}), ("DISC", {}), ("LINE", {}), ("PROCESS", {"pin": "SYSTEM"}),
         ("USERDEF", {"program_file_name": "$PROGS.SERVER1.*"})]
@@ -207,7 +208,7 @@ def test_delete_forms():
     c = one("DELETE COUNTER WAITING, PROCESS BILLING")
     assert (c.name, c.process.fields) == ("WAITING", {"program_file_name": "BILLING"})
     assert one("DELETE COUNTER *") == ast.DeleteCounter(name="*", process=None, line=1, column=1)
-    b = ContabBuilder().apply(parse_script("ADD CPU *\nDELETE CPU 6\nADD DISC $D1\nDELETE DISC $D1"))
+    b = apply_commands(ContabBuilder(), parse_script("ADD CPU *\nDELETE CPU 6\nADD DISC $D1\nDELETE DISC $D1"))
     assert [(d.type, d.fields, d.exclude) for d in b.build().descriptors] == [
         ("CPU", {}, False), ("CPU", {"cpu": 6}, True)]
 
@@ -246,7 +247,7 @@ def test_volume_forms():
     assert (one("VOLUME sub").volume, one("VOLUME sub").subvol) == (None, "SUB")
     v = one("VOLUME \\WEST.$D.S")
     assert (v.node, v.volume, v.subvol) == ("\\WEST", "$D", "S")
-    b = ContabBuilder(default_subvol="$A.B").apply(
+    b = apply_commands(ContabBuilder(default_subvol="$A.B"), 
         parse_script("VOLUME C\nADD PROCESS X\nVOLUME $D\nADD PROCESS Y\nVOLUME $E.F\nADD FILE Z"))
     assert [next(iter(d.fields.values())) for d in b.build().descriptors] == [
         "$A.C.X", "$D.C.Y", "$E.F.Z"]

@@ -7,6 +7,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from collector.meascom.configure import apply_commands
 from collector.measure.contab import (
     MAX_ELEMENTS_PER_PROCESS,
     MAX_NAMED_COUNTERS_PER_PROCESS,
@@ -301,23 +302,23 @@ def test_builder_counters():
 
 
 def test_builder_apply_is_atomic_and_names_the_line():
+    from collector.meascom.configure import ContabCommandError
     from collector.meascom.parser import parse_script
-    from collector.measure.contab import ContabCommandError
 
     b = ContabBuilder(default_subvol="$PERF.DATA")
-    b.apply(parse_script("ADD CPU *\nADD COUNTER T, PROCESS BILLING, ACCUM"))
+    apply_commands(b, parse_script("ADD CPU *\nADD COUNTER T, PROCESS BILLING, ACCUM"))
     before = b.build()
     bad = parse_script("ADD DISC *\nVOLUME $X.Y\nADD COUNTER T, PROCESS $PERF.DATA.BILLING, BUSY")
     with pytest.raises(ContabCommandError) as ei:
-        b.apply(bad)
+        apply_commands(b, bad)
     assert (ei.value.line, ei.value.column) == (3, 1)
     assert str(ei.value) == ("line 3, column 1: counter T already exists for PROCESS "
                              "$PERF.DATA.BILLING")
     assert b.build() == before and b.default_subvol == "$PERF.DATA"
     with pytest.raises(ContabCommandError, match="counter type 'TCELLBUSY' must be one of"):
-        b.apply(parse_script("ADD COUNTER Q, PROCESS $A, TCELLBUSY"))
-    b.apply(parse_script("DELETE COUNTER T, PROCESS BILLING"))
+        apply_commands(b, parse_script("ADD COUNTER Q, PROCESS $A, TCELLBUSY"))
+    apply_commands(b, parse_script("DELETE COUNTER T, PROCESS BILLING"))
     assert b.build().counters == []
-    b.apply(parse_script("ADD COUNTER A, PROCESS $X, ACCUM\nADD COUNTER B, PROCESS $X, ACCUM\n"
+    apply_commands(b, parse_script("ADD COUNTER A, PROCESS $X, ACCUM\nADD COUNTER B, PROCESS $X, ACCUM\n"
                          "DELETE COUNTER *"))
     assert b.build().counters == []

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from collector.meascom.configure import apply_commands
 from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
@@ -375,7 +376,7 @@ ADD COUNTER THROUGHPUT, PROCESS $PROGS.SERVER1.*, ACCUM
 
 def measure(node_src, obey: str, minutes: int = 6):
     node = Node(node_src, "demo", seed=21, start_us=local_us(12))
-    contab = ContabBuilder().apply(parse_script(obey)).build()
+    contab = apply_commands(ContabBuilder(), parse_script(obey)).build()
     builder = IntervalBuilder(CAT)
     copies, intervals = [], []
 

@@ -1,0 +1,146 @@
+"""What every `measuredb` command shares: the consoles, the one-line errors, the database.
+
+* :class:`UserError` and the services' :class:`core.errors.ServiceError` end a command with one
+  line and exit status 2 (:func:`friendly`); bad settings name the variable; never a traceback.
+* :func:`database` yields the URL of the configured database (DATABASE_URL, or the embedded
+  server, started for the command and stopped after it); :func:`connection` a connection to it.
+* :func:`print_lines` and :func:`show_table` print without Rich markup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Iterator
+from datetime import date
+from typing import Any, TypeVar
+
+import psycopg
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from api.settings import ApiSettings
+from collector.settings import CollectorSettings
+from core import schema as schema_runner
+from core.database import DatabaseError, connect
+from core.errors import ServiceError
+from core.settings import DatabaseSettings, describe_validation_error
+
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line, exit status 2."""
+
+
+def describe_service_error(exc: ServiceError, options: dict[str, str] | None = None) -> str:
+    """One line for a service's error, its field named as the command names it (an option such
+    as --time-zone, an argument such as SYSTEM): 'time_zone: …' -> '--time-zone: …', 'scope must
+    …' -> '--scope must …', field 'shifts[1].begin' -> '--shift #2 (begin): …'. A field the
+    command has no name for is left as the service says it."""
+    message, field = exc.message, exc.field
+    m = re.fullmatch(r"([a-z_]+)(?:\[(\d+)\])?(?:\.([a-z_]+))?", field or "")
+    if field and m and options and m[1] in options:
+        label = options[m[1]]
+        if m[2] is not None:
+            label += f" #{int(m[2]) + 1}"
+        if m[3]:
+            label += f" ({m[3]})"
+        if message.startswith(field + ":"):
+            message = f"{label}: {message[len(field) + 1:].lstrip()}"
+        elif message.startswith(field + " "):
+            message = label + message[len(field):]
+        else:
+            message = f"{label}: {message}"
+    return message + (f" ({exc.hint})" if exc.hint else "")
+
+
+def friendly(func: F, *, options: dict[str, str] | None = None) -> F:
+    """Turn the errors a user can fix into one clear line and exit status 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ValidationError as exc:
+            settings_cls = {"ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}.get(
+                exc.title, DatabaseSettings)
+            console.print(f"measuredb: {describe_validation_error(exc, settings_cls)}", markup=False)
+        except ServiceError as exc:
+            console.print(f"measuredb: {describe_service_error(exc, options)}", markup=False)
+        except (DatabaseError, schema_runner.SchemaError, UserError) as exc:
+            console.print(f"measuredb: {exc}", markup=False)
+        raise typer.Exit(2)
+
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps F's signature at run time
+
+
+def run(func: Callable[[], Any], *, options: dict[str, str] | None = None) -> Any:
+    """Run a command's body with :func:`friendly`'s one-line errors."""
+    return friendly(func, options=options)()
+
+
+@contextlib.contextmanager
+def database(settings: DatabaseSettings | None = None, *, apply_schema: bool = False) -> Iterator[str]:
+    """The URL of the configured database for the duration of a command; an embedded server
+    started for it is stopped after it."""
+    settings = settings if settings is not None else DatabaseSettings()
+    url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
+    try:
+        if apply_schema:
+            schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
+        yield url
+    finally:
+        if server:
+            server.stop()
+
+
+@contextlib.contextmanager
+def connection(settings: DatabaseSettings | None = None) -> Iterator[psycopg.Connection]:
+    """A connection to the configured database, committed when the block ends without error."""
+    with database(settings) as url, psycopg.connect(url) as conn:
+        yield conn
+
+
+def parse_date(text: str, option: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"{option}: {text!r} is no date (YYYY-MM-DD)") from None
+
+
+def print_lines(*lines: str) -> None:
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
+
+
+def show_table(table: Table) -> None:
+    Console(soft_wrap=True).print(table)  # made now: the width of the terminal it prints to
+
+
+# ---------------------------------------------------------------- configuration commands
+
+# the configuration services' field names, as `measuredb system | calendar | threshold` name them
+CONFIG_OPTIONS = {"name": "--name", "number": "--number", "time_zone": "--time-zone",
+                  "os_version": "--os-version", "cpu_types": "--cpu-types", "effective_from": "--from",
+                  "shifts": "--shift", "holiday_shift": "--holiday-shift", "holiday_name": "--holiday-name",
+                  "system": "SYSTEM", "day": "DATE", "entity": "ENTITY", "item": "ITEM",
+                  "operator": "OPERATOR", "limit": "LIMIT", "shift": "--shift", "help": "--description"}
+
+SYSTEM_ARG_HELP = "the system's name (\\DEMO; the backslash and upper case may be left out)"
+
+
+def describe_recondensed(result: dict[str, Any] | None) -> str:
+    """What a calendar or time-zone change recondensed, in a line."""
+    if not result or not result.get("days"):
+        return "no stored shift day changed: nothing recondensed"
+    span = result["first_day"] if result["first_day"] == result["last_day"] else \
+        f"{result['first_day']} to {result['last_day']}"
+    return (f"recondensed {result['days']} shift day{'s' if result['days'] != 1 else ''} "
+            f"({result['hours']} hour{'s' if result['hours'] != 1 else ''} with data): {span}")

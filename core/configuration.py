@@ -1,0 +1,122 @@
+"""The platform's configuration: systems, calendars (shifts per weekday, calendar versions,
+holidays) and thresholds.
+
+One function per operation, called by the command line (`measuredb system | calendar |
+threshold`, cli/) and the API (/admin/systems, /admin/thresholds, api/configuration/). Each
+calls the SECURITY DEFINER functions measure.config_* of schema/idempotent/050-config.sql in the
+caller's transaction (one statement, so nothing is half applied) and returns what they answer:
+rows as dicts, changes as the JSON the functions build (what was recondensed or re-evaluated).
+A caller's mistake is a :class:`core.errors.ServiceError` whose field is the SQL functions'
+name for it (name, number, time_zone, os_version, cpu_types, effective_from, shifts[i].begin,
+holiday_shift, system, day, entity, item, operator, limit, shift …).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from core.errors import database_errors
+
+_SYSTEM_INFO = ("SELECT system_name AS name, system_number AS number, time_zone, os_version, cpu_types, "
+                "collector, measurements, first_hour, last_hour, calendars, holidays, thresholds, created_at "
+                "FROM measure.config_system_info(%s)")
+
+
+def _rows(conn: psycopg.Connection, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    with database_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def _value(conn: psycopg.Connection, sql: str, params: tuple[Any, ...]) -> Any:
+    with database_errors():
+        row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+# ---------------------------------------------------------------- systems
+
+def systems(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """Every system: number, time zone, OS version, CPU types, its collector and data."""
+    return _rows(conn, _SYSTEM_INFO, (None,))
+
+
+def system(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+    """One system (NotFound naming `system` if there is none of that name)."""
+    return _rows(conn, _SYSTEM_INFO, (name,))[0]
+
+
+def add_system(conn: psycopg.Connection, name: str, *, number: int, time_zone: str, os_version: str,
+               cpu_types: list[dict[str, Any]]) -> str:
+    """Add a system (before its first measurement); its name as stored (\\DEMO)."""
+    return _value(conn, "SELECT measure.config_system_add(%s, %s, %s, %s, %s)",
+                  (name, number, time_zone, os_version, json.dumps(cpu_types)))
+
+
+def change_system(conn: psycopg.Connection, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Change some fields (name, number, time_zone, os_version, cpu_types): {system,
+    recondensed} (a new time zone recondenses every shift day)."""
+    return _value(conn, "SELECT measure.config_system_set(%s, %s)", (name, json.dumps(changes)))
+
+
+def remove_system(conn: psycopg.Connection, name: str) -> str:
+    """Remove a system never measured (its calendar and thresholds go with it)."""
+    return _value(conn, "SELECT measure.config_system_remove(%s)", (name,))
+
+
+# ---------------------------------------------------------------- calendars
+
+def calendar(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+    """The base shifts, every calendar version (shifts per weekday, holiday shift), the holidays."""
+    return _value(conn, "SELECT measure.config_calendar_show(%s)", (name,))
+
+
+def set_calendar(conn: psycopg.Connection, name: str, effective_from: date, shifts: list[dict[str, Any]],
+                 *, holiday_shift: int | None, holiday_name: str) -> dict[str, Any]:
+    """Set the version that applies from a date on (replacing one from that date)."""
+    return _value(conn, "SELECT measure.config_calendar_set(%s, %s, %s, %s, %s)",
+                  (name, effective_from, json.dumps(shifts), holiday_shift, holiday_name))
+
+
+def remove_calendar(conn: psycopg.Connection, name: str, effective_from: date) -> dict[str, Any]:
+    """Remove a version: its days take the version before it (or the base shifts)."""
+    return _value(conn, "SELECT measure.config_calendar_remove(%s, %s)", (name, effective_from))
+
+
+def set_holiday(conn: psycopg.Connection, name: str, day: date, holiday_name: str) -> dict[str, Any]:
+    """Make a day a holiday: its hours go to the calendar's holiday shift (or to no shift)."""
+    return _value(conn, "SELECT measure.config_holiday_set(%s, %s, %s)", (name, day, holiday_name))
+
+
+def remove_holiday(conn: psycopg.Connection, name: str, day: date) -> dict[str, Any]:
+    """Make a holiday an ordinary day again."""
+    return _value(conn, "SELECT measure.config_holiday_remove(%s, %s)", (name, day))
+
+
+# ---------------------------------------------------------------- thresholds
+
+def thresholds(conn: psycopg.Connection, name: str | None) -> list[dict[str, Any]]:
+    """The thresholds a system takes (its own, else the defaults), or every stored one."""
+    return _rows(conn, "SELECT system_name AS system, entity, item, operator, shift_no AS shift, "
+                       "limit_value AS limit, enabled, help, in_force, source "
+                       "FROM measure.config_threshold_list(%s)", (name,))
+
+
+def set_threshold(conn: psycopg.Connection, *, system: str | None, entity: str, item: str, operator: str,
+                  limit: Decimal, shift: int | None, enabled: bool, help: str | None) -> dict[str, Any]:
+    """Set a threshold (re-evaluates the stored violations): {threshold, reevaluated}."""
+    return _value(conn, "SELECT measure.config_threshold_set(%s, %s, %s, %s, %s, %s, %s, %s)",
+                  (system, entity, item, operator, limit, shift, enabled, help))
+
+
+def remove_threshold(conn: psycopg.Connection, *, system: str | None, entity: str, item: str, operator: str,
+                     shift: int | None) -> dict[str, Any]:
+    """Remove a threshold (of a system: its default holds again): {removed, reevaluated}."""
+    return _value(conn, "SELECT measure.config_threshold_remove(%s, %s, %s, %s, %s)",
+                  (system, entity, item, operator, shift))
