@@ -6,7 +6,7 @@ and the node's own CPU use.
 1. Validation: the host node under MEASMON and `sar -u ALL -P ALL -q` / `iostat -x` over the
    same --count intervals of --interval-s, under a known load (a CPU burner pinned to one CPU, a
    dd writing a file with O_DIRECT). Targets: CPU busy % within 2 points per CPU, disc
-   utilisation within 2 points, disc average queue within 10 % (collector/node/hostcheck.py).
+   utilisation within 2 points, disc average queue within 10 % (collector/hostcheck.py).
    Skipped, saying so, where sysstat is missing (Debian: apt-get install sysstat).
 2. Overhead: the node, MEASMON measuring every entity (the collector's default measurement),
    interval records and the sink's encoding of the slices (everything but the database

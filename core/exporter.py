@@ -15,7 +15,7 @@ Both stream: CSV by ``COPY (…) TO STDOUT`` (the text never depends on the sess
 or TimeZone), Parquet from a server-side cursor, a batch at a time (numeric columns become
 float64 in Parquet; CSV keeps every digit). Both read only the public schema ``measure``, so
 the API's role can run them. An export imported into an empty database gives the same tiers
-(tests/collector/test_import_export.py).
+(tests/core/test_import_export.py).
 """
 
 from __future__ import annotations

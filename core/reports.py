@@ -113,7 +113,7 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("crossing_date", "CROSSES/CAPACITY"), Column("crossing_early", "+15 %/CROSSES"),
         Column("crossing_late", "-15 %/CROSSES"), Column("month_peak", "MONTH/PEAK", F),
         Column("busy_if_one_halted", "BUSY IF/ONE CPU/HALTED", F)), window="range"),
-    # Scheduled by default (collector/scheduler.py): the daily condensation check and the
+    # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
     Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (
         Column("time_of_day", "TIME/OF/DAY"), Column("loadid", "LOADID"),

@@ -1,6 +1,6 @@
 """POST /import (interval records from CSV, write token) and GET /export (interval records or a
 tier as CSV, streamed): the same as `measuredb import` and `measuredb export`
-(collector/importer.py, collector/exporter.py; README "Bring your own data")."""
+(core/importer.py, core/exporter.py; README "Bring your own data")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Import and export over the API, on the importer and exporter the CLI uses
-(collector/importer.py, collector/exporter.py).
+(core/importer.py, core/exporter.py).
 
 The import runs in the request's one transaction as the API's role, which changes storage only
 through the SECURITY DEFINER functions of schema/idempotent/055-import.sql (measure.import_*).

@@ -1,5 +1,5 @@
 """Scheduled reports, read side: definitions, runs (filtered, paged newest first) and a run's
-output. Runs are made by the collector's scheduler (collector/scheduler.py); the API only
+output. Runs are made by the collector's scheduler (core/scheduler.py); the API only
 reads measure.report_definition and measure.report_run."""
 
 from __future__ import annotations

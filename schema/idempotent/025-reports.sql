@@ -1,6 +1,6 @@
 -- 025-reports: the ENFORM reports of the 1986 articles as SQL functions (measure.report_*),
 -- readable by measure_api and measure_reader. queries/<name>.sql call them with named
--- parameters; collector/reports.py renders them (text in the ENFORM layout, CSV, JSON).
+-- parameters; core/reports.py renders them (text in the ENFORM layout, CSV, JSON).
 -- Each function is SECURITY DEFINER with a fixed search_path: readers see the result,
 -- never the storage. An unknown system is an error (P0002) naming it.
 

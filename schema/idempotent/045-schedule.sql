@@ -1,5 +1,5 @@
 -- 045-schedule: the public side of scheduled reports (storage: schema/030-schedule.sql;
--- the scheduler: collector/scheduler.py) and the two reports only the schedule needed:
+-- the scheduler: core/scheduler.py) and the two reports only the schedule needed:
 -- the condensation check (queries/condensation-check.sql) and the shift summary
 -- (queries/shift-summary.sql).
 

