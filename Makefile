@@ -59,8 +59,9 @@ bench: $(STAMP) ## run the benchmarks and append the figures to bench/RESULTS.md
 bench-scale: $(STAMP) ## a ref16 day end to end, ingest vs raw COPY, bytes per value (both engines) -> bench/RESULTS.md
 	$(BIN)/python bench/run.py bench_scale
 
-lint: $(STAMP) ## static checks: ruff, and the dashboards are what dashboards/build.py makes
+lint: $(STAMP) ## static checks: ruff, the import contracts (pyproject.toml), and the dashboards are what dashboards/build.py makes
 	$(BIN)/python -m ruff check cli api collector core tests bench dashboards
+	$(BIN)/lint-imports
 	$(BIN)/python dashboards/build.py --check
 
 lock: ## re-pin requirements.lock from the current .venv
