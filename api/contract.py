@@ -120,7 +120,7 @@ TOO_LARGE = {"description": "PayloadTooLarge: the body is over max_body_bytes",
              "content": {"application/json": {"schema": _ERROR_REF}}}
 RATE_LIMITED = {
     "description": "TooManyRequests: a caller without a bearer token is over the rate limit of "
-                   "its address (api/ratelimit.py)",
+                   "its address, or its address made too many failed authentications (api/ratelimit.py)",
     "headers": {"Retry-After": {"description": "seconds until a request is accepted again",
                                 "required": True, "schema": {"type": "integer", "minimum": 1}}},
     "content": {"application/json": {"schema": _ERROR_REF}},
@@ -179,8 +179,7 @@ def contract_openapi(app: FastAPI, settings: ApiSettings) -> dict[str, Any]:
                     answer["content"] = {"application/json": next(iter(content.values()))}
             if route.body_field is not None:
                 responses["413"] = TOO_LARGE
-            if settings.anonymous_rate_per_second > 0:
-                responses["429"] = RATE_LIMITED
+            responses["429"] = RATE_LIMITED  # failed authentications are limited whatever the settings
             if open_reads and require_read in _calls(route.dependant):
                 op["security"] = [{"HTTPBearer": []}, {}]  # the token is optional
     for name in ("HTTPValidationError", "ValidationError"):

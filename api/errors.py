@@ -60,6 +60,27 @@ class Unavailable(MeasureError):
     status_code = 503
 
 
+class PayloadTooLarge(HTTPException):
+    """A request body past its limit (api/limits.py), raised while the body is being read.
+    An HTTPException, so FastAPI's body parsing passes it on rather than making it a 400."""
+
+    def __init__(self, limit: int, anonymous: bool) -> None:
+        super().__init__(413, _too_large_detail(limit, anonymous))
+        self.limit, self.anonymous = limit, anonymous
+
+
+def _too_large_detail(limit: int, anonymous: bool) -> str:
+    if anonymous:
+        return (f"request body over {limit} bytes without a bearer token (every endpoint that takes a body "
+                "needs one: send Authorization: Bearer <token>)")
+    return f"request body over {limit} bytes"
+
+
+def too_large_response(limit: int, anonymous: bool) -> JSONResponse:
+    return JSONResponse(ErrorRead(error="PayloadTooLarge", detail=_too_large_detail(limit, anonymous)).model_dump(
+        exclude_none=True), status_code=413)
+
+
 def responses(*errors: type[MeasureError]) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` for the errors an endpoint may raise."""
     return {e.status_code: {"model": ErrorRead, "description": e.__name__} for e in errors}
@@ -80,6 +101,10 @@ def install_handlers(app: FastAPI) -> None:
         )
         body = ErrorRead(error="InvalidInput", detail=_printable(detail), field=_printable(field) or None)
         return JSONResponse(body.model_dump(exclude_none=True), status_code=422)
+
+    @app.exception_handler(PayloadTooLarge)
+    async def _too_large(_request: Request, exc: PayloadTooLarge) -> JSONResponse:
+        return too_large_response(exc.limit, exc.anonymous)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse
 
 from api.cache import CacheMiddleware, ReadCache
 from api.configuration.router import router as configuration_router
@@ -18,6 +17,7 @@ from api.docs import install_docs
 from api.errors import install_handlers
 from api.health.router import router as health_router
 from api.io.router import router as io_router
+from api.limits import BodyLimitMiddleware
 from api.meascom.router import router as meascom_router
 from api.measurements.router import router as measurements_router
 from api.ratelimit import AnonymousRateLimit
@@ -67,10 +67,12 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     if cache is not None:
         app.add_middleware(CacheMiddleware, cache=cache)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       anonymous_max_bytes=settings.anonymous_max_body_bytes,
                        streamed={("POST", "/import"): settings.max_import_bytes})
-    if settings.anonymous_rate_per_second > 0:
-        app.add_middleware(AnonymousRateLimit, rate=settings.anonymous_rate_per_second,
-                           burst=settings.anonymous_burst, exempt=settings.anonymous_limit_exempt)
+    app.add_middleware(AnonymousRateLimit, rate=settings.anonymous_rate_per_second,
+                       burst=settings.anonymous_burst, exempt=settings.anonymous_limit_exempt,
+                       failure_rate=settings.auth_failure_rate_per_second,
+                       failure_burst=settings.auth_failure_burst)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "PUT", "DELETE"], allow_headers=["Authorization"])
@@ -86,26 +88,3 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.include_router(configuration_router)
     app.include_router(io_router)
     return app
-
-
-class BodyLimitMiddleware:
-    """413 for a request whose Content-Length is over the limit (or not a number). `streamed`
-    gives (method, path) → a larger limit for uploads the route reads as a stream."""
-
-    def __init__(self, app, max_bytes: int, streamed: dict[tuple[str, str], int] | None = None) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.streamed = streamed or {}
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http":
-            limit = self.streamed.get((scope["method"], scope["path"]), self.max_bytes)
-            for name, value in scope["headers"]:
-                if name == b"content-length":
-                    if not value.isdigit() or int(value) > limit:
-                        response = JSONResponse(
-                            {"error": "PayloadTooLarge", "detail": f"request body over {limit} bytes"},
-                            status_code=413)
-                        return await response(scope, receive, send)
-                    break
-        await self.app(scope, receive, send)

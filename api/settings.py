@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from core.settings import DatabaseSettings
+from core.settings import DatabaseSettings, ListSetting
 
 
 class ApiSettings(DatabaseSettings):
@@ -15,19 +16,26 @@ class ApiSettings(DatabaseSettings):
         env_prefix="MEASUREDB_API_", env_file=".env", extra="ignore", populate_by_name=True
     )
 
-    host: str = Field(default="127.0.0.1", description="address to listen on")
+    host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
     port: int = Field(default=8000, ge=1, le=65535)
     db_role: str = Field(
         default="measure_api",
-        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        pattern=r"^([a-z_][a-z0-9_]{0,62})?$",
         description="role every API session runs as (SET ROLE); empty the login role's own",
     )
     pool_size: int = Field(default=10, ge=1, le=200)
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
     require_token_for_reads: bool = Field(default=False)
-    cors_origins: list[str] = Field(default_factory=list, description="closed by default")
+    cors_origins: ListSetting = Field(
+        default_factory=list,
+        description="origins allowed to call the API from a browser: http(s)://host[:port], comma-separated "
+                    "(or a JSON list); empty: closed (the default)")
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1024 * 1024,
                                 description="largest request body (POST /import: max_import_bytes)")
+    anonymous_max_body_bytes: int = Field(
+        default=16_384, ge=0, le=64 * 1024 * 1024,
+        description="largest request body without a bearer token (every endpoint with a body needs "
+                    "a token; this bounds what an anonymous caller makes a worker hold)")
     max_import_bytes: int = Field(default=4 * 1024**3, ge=1024, le=1024**4,
                                   description="largest CSV upload to POST /import (it is streamed)")
     heartbeat_stale_seconds: float = Field(default=60.0, gt=0)
@@ -50,7 +58,13 @@ class ApiSettings(DatabaseSettings):
     anonymous_burst: int = Field(default=100, ge=1, le=1_000_000,
                                  description="requests a client address without a bearer token may "
                                              "make at once")
-    anonymous_limit_exempt: list[str] = Field(
+    auth_failure_rate_per_second: float = Field(
+        default=1.0, gt=0, le=1_000_000,
+        description="failed authentications (401) per second per client address, after the burst; past "
+                    "it, requests with a token from that address get 429 (api/ratelimit.py)")
+    auth_failure_burst: int = Field(default=20, ge=1, le=1_000_000,
+                                    description="failed authentications a client address may make at once")
+    anonymous_limit_exempt: ListSetting = Field(
         default_factory=lambda: ["127.0.0.1/8", "::1"],
         description="client addresses or networks the anonymous rate limit does not apply to")
 
@@ -58,5 +72,18 @@ class ApiSettings(DatabaseSettings):
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for entry in value:
-            ipaddress.ip_network(entry, strict=False)  # ValueError: not an address or network
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is no address or network (write 10.0.0.0/8, 192.0.2.7 or ::1, "
+                                 "comma-separated)") from None
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s:]+(:\d{1,5})?", origin):
+                raise ValueError(f"{origin!r} is no origin (write http(s)://host[:port], comma-separated, "
+                                 "or * for any)")
         return value

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 from rich.table import Table
 
@@ -72,6 +73,8 @@ def friendly(func: F, *, options: dict[str, str] | None = None) -> F:
             settings_cls = {"ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}.get(
                 exc.title, DatabaseSettings)
             console.print(f"measuredb: {describe_validation_error(exc, settings_cls)}", markup=False)
+        except SettingsError as exc:  # a value pydantic-settings could not even read
+            console.print(f"measuredb: bad setting: {exc}", markup=False)
         except ServiceError as exc:
             console.print(f"measuredb: {describe_service_error(exc, options)}", markup=False)
         except (DatabaseError, schema_runner.SchemaError, UserError) as exc:

@@ -6,12 +6,12 @@ database settings (core/settings.py). Everything the collector reads from the en
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from core.settings import DatabaseSettings
+from core.settings import DatabaseSettings, check_folder
 
 
 class CollectorSettings(DatabaseSettings):
@@ -21,8 +21,9 @@ class CollectorSettings(DatabaseSettings):
         env_prefix="MEASUREDB_COLLECTOR_", env_file=".env", extra="ignore", populate_by_name=True
     )
 
-    node: str = Field(default="demo", description="shipped node name or path of a node file, "
-                                                  "or host (this machine, docs/host-node.md)")
+    node: str = Field(default="demo", min_length=1,
+                      description="shipped node name or path of a node file, or host (this machine, "
+                                  "docs/host-node.md)")
     workload: str | None = Field(default=None,
                                  description="workload name or file; default: the node's own")
     seed: int = Field(default=1986, ge=0, description="seed of the simulated node")
@@ -55,6 +56,16 @@ class CollectorSettings(DatabaseSettings):
                                               "old TimescaleDB chunks and (daily) applies retention")
     compress_after_hours: float = Field(default=24.0, ge=0, le=24 * 3660,
                                         description="TimescaleDB: compress a day's chunk this long after it ended")
+
+    @field_validator("workload", "spool_dir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("spool_dir")
+    @classmethod
+    def _spool_folder(cls, value: Path | None) -> Path | None:
+        return check_folder(value)
 
     @property
     def spool_path(self) -> Path:

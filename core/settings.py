@@ -6,15 +6,49 @@ told to the user. The collector's own settings (collector/settings.py) and the A
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.database import normalise_database_url
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_list(value: Any) -> Any:
+    """A list setting in its documented forms: comma-separated (``a, b``) or a JSON list
+    (``["a", "b"]``); empty means none."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON list ({exc.msg} at character {exc.pos + 1}); write a,b or "
+                             '["a", "b"], or leave it empty for none') from None
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise ValueError('a JSON list must hold strings: ["a", "b"]')
+    else:
+        items = text.split(",")
+    return [item.strip() for item in items if item.strip()]
+
+
+def check_folder(value: Any) -> Any:
+    """A folder setting may name a folder that does not exist yet (it is made), never a file."""
+    if value is not None and Path(value).exists() and not Path(value).is_dir():
+        raise ValueError(f"{value} is a file, not a folder")
+    return value
+
+
+# A list of strings read from one variable: comma-separated or JSON, empty = none (pydantic-
+# settings would otherwise demand JSON and stop with its own traceback on anything else).
+ListSetting = Annotated[list[str], NoDecode, BeforeValidator(parse_list)]
 
 
 class DatabaseSettings(BaseSettings):
@@ -44,6 +78,13 @@ class DatabaseSettings(BaseSettings):
         description="Citus when the database has it or the server preloads it (auto), require "
                     "Citus (citus), or never (postgresql)",
     )
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _folder(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty: name a folder (default .data), or leave the variable unset")
+        return check_folder(value)
 
     @field_validator("database_url")
     @classmethod

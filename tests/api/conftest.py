@@ -59,8 +59,10 @@ def read_headers(tokens) -> dict[str, str]:
 
 
 def make_client(url: str, **settings: Any) -> TestClient:
-    """A client of a new app; the anonymous rate limit is off unless asked for (test_contract)."""
-    settings = {"control_timeout_seconds": 0.5, "anonymous_rate_per_second": 0, **settings}
+    """A client of a new app; the anonymous rate limit and the failed-authentication limit are
+    off unless asked for (test_contract, test_auth)."""
+    settings = {"control_timeout_seconds": 0.5, "anonymous_rate_per_second": 0,
+                "auth_failure_burst": 1_000_000, **settings}
     return TestClient(create_app(ApiSettings(**settings), database_url=url))
 
 

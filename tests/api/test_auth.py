@@ -102,3 +102,27 @@ def test_only_the_hash_is_stored(api_db_url, tokens):
 def test_api_role_cannot_write_storage_directly(client):
     with client.app.state.engine.connect() as c, pytest.raises(Exception, match="permission denied"):
         c.exec_driver_sql("UPDATE _measure.api_token SET scope = 'write'")
+
+
+def test_failed_authentications_are_throttled_and_logged(api_db_url, tokens, caplog):
+    """Guessing tokens: every 401 takes from the address's failure bucket; once it is empty,
+    any request with a token from that address is 429 with Retry-After (loopback too), while
+    requests without a token are unaffected."""
+    bogus = {"Authorization": "Bearer mdb_bogus_bogus"}
+    caplog.set_level("WARNING", logger="api.ratelimit")
+    with make_client(api_db_url, auth_failure_burst=3, auth_failure_rate_per_second=0.01) as c:
+        assert [c.get("/measurements", headers=bogus).status_code for _ in range(3)] == [401] * 3
+        limited = c.get("/measurements", headers=bogus)
+        assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+        assert limited.json()["error"] == "TooManyRequests" and "failed authentications" in limited.json()["detail"]
+        good = c.get("/measurements", headers={"Authorization": f"Bearer {tokens['read']}"})
+        assert good.status_code == 429  # the address is throttled, whatever the token
+        assert c.get("/measurements").status_code == 200  # anonymous reads: their own limit (off here)
+    failed = [r.getMessage() for r in caplog.records if "failed authentication from testclient" in r.getMessage()]
+    assert len(failed) == 3 and "throttled now" in failed[-1] and "GET /measurements" in failed[0]
+
+
+def test_valid_tokens_do_not_use_up_the_failure_bucket(api_db_url, tokens):
+    with make_client(api_db_url, auth_failure_burst=2, auth_failure_rate_per_second=0.01) as c:
+        headers = {"Authorization": f"Bearer {tokens['read']}"}
+        assert {c.get("/measurements", headers=headers).status_code for _ in range(20)} == {200}

@@ -227,7 +227,6 @@ def test_anonymous_callers_are_rate_limited(api_db_url, read_headers):
                      anonymous_limit_exempt=["10.0.0.0/8"]) as c:
         assert [c.get("/catalog/entities").status_code for _ in range(2)] == [200, 429]
     with make_client(api_db_url, anonymous_rate_per_second=0) as c:
-        assert "429" not in c.app.openapi()["paths"]["/health"]["get"]["responses"]
         assert {c.get("/catalog/entities").status_code for _ in range(150)} == {200}
 
 
@@ -245,7 +244,7 @@ def test_loopback_is_exempt_by_default(client):
     from api.settings import ApiSettings
 
     assert ApiSettings().anonymous_limit_exempt == ["127.0.0.1/8", "::1"]
-    with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6"):
+    with pytest.raises(ValueError, match="'localhost' is no address or network"):
         ApiSettings(anonymous_limit_exempt=["localhost"])
 
 
