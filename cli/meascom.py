@@ -21,6 +21,8 @@ from input text names the OBEY file, if any, and the line and column):
   written, a bad option, or a setup problem (database, system). (Also a bug in meascom:
   ``meascom: internal error (…); please report it``, never a traceback; set
   MEASCOM_TRACEBACK=1 to see one.)
+* 2 also: standard output could not be written (a full disc, a device error): ``meascom:
+  cannot write the output: No space left on device …``; the texts that ran have committed.
 * 141 (128 + SIGPIPE, what a shell shows for ``seq 100000 | head -1``): standard output was
   closed early (``meascom -c HELP | head -1``); meascom stops quietly, printing nothing more.
   Texts that ran before have committed; the one whose output was cut had committed too
@@ -84,13 +86,36 @@ def _error(message: str) -> None:
         print(f"meascom: {printable(message)}", file=sys.stderr)
 
 
+class _OutputError(Exception):
+    """Standard output cannot be written (a full disc, a device error): the user's condition."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+
+
 def _print(text: str) -> None:
     """Output on stdout; characters its encoding lacks (a Latin-1 terminal) come escaped."""
     try:
-        print(text)
-    except UnicodeEncodeError:
-        enc = getattr(sys.stdout, "encoding", None) or "ascii"
-        print(text.encode(enc, "backslashreplace").decode(enc, "replace"))
+        try:
+            print(text)
+        except UnicodeEncodeError:
+            enc = getattr(sys.stdout, "encoding", None) or "ascii"
+            print(text.encode(enc, "backslashreplace").decode(enc, "replace"))
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise _OutputError(exc) from None
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        return
+    try:
+        sys.stdout.flush()  # a closed pipe or a full disc shows here, not in Python's exit handler
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise _OutputError(exc) from None
 
 
 def _status_of(exc: MeascomError) -> int:
@@ -119,13 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             status = _main(argv)
         finally:
-            if sys.stdout is not None:  # None: started with stdout closed (>&-)
-                sys.stdout.flush()  # a closed pipe shows here, not in Python's exit handler
+            _flush_stdout()
         return status
     except BrokenPipeError:
         _to_devnull(sys.stdout)
         _to_devnull(sys.stderr)
         return EXIT_PIPE_CLOSED
+    except _OutputError as exc:
+        _to_devnull(sys.stdout)
+        return _fail_quietly(f"cannot write the output: {exc} (a full disc? check where standard output "
+                             "goes); the commands that ran stay done", EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         return _fail_quietly("interrupted", EXIT_INTERRUPTED)
     except SystemExit as exc:  # argparse: --help (0) or a bad option (2, message printed)

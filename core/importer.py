@@ -59,15 +59,40 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import psycopg
 
-from core.catalog import Catalog, EntityDef, load_catalog
+from core.catalog import (
+    KIND_ACCUMULATING,
+    KIND_BUSY,
+    KIND_INCREMENTING,
+    KIND_QBUSY,
+    KIND_QUEUE,
+    KIND_RESPONSE,
+    KINDS,
+    Catalog,
+    EntityDef,
+    load_catalog,
+)
 from core.entities import ID_FIELD_RANGES, USER_COUNTER_TYPES, entity_id, entity_key
 
 __all__ = ["DEFAULT_MEASUREMENT", "ImportFailed", "ImportResult", "Problem", "csv_rows",
            "import_rows", "interval_header", "parquet_rows"]
 
 JULIAN_UNIX_US = 210_866_760_000_000_000  # Julian µs of 1970-01-01 00:00 (measure-reference §3.4)
-JULIAN_MIN = JULIAN_UNIX_US - 2_208_988_800_000_000  # 1900-01-01
-JULIAN_MAX = JULIAN_UNIX_US + 7_258_118_400_000_000  # 2200-01-01
+# MEASURE's times: from its epoch (the 48-bit timestamps count from 1974-12-31; JTS_1975,
+# measure-reference §3.4) to 2200; an interval at most MAX_DELTA_US long.
+UNIX_MIN_US = 157_766_400_000_000  # 1975-01-01 00:00 UTC
+UNIX_MAX_US = 7_258_118_400_000_000  # 2200-01-01 00:00 UTC
+JULIAN_MIN = JULIAN_UNIX_US + UNIX_MIN_US
+JULIAN_MAX = JULIAN_UNIX_US + UNIX_MAX_US
+MAX_DELTA_US = 366 * 86_400_000_000
+# What an interval value of a counter may be, by its kind, per µs of the interval: a busy time
+# is at most the interval (the entity busy all of it), a queue or response time at most
+# 65,536 in the queue all of it, a count at most 131,072 events per µs. Far past anything
+# measured, and it keeps every sum the tiers keep in 64 bits (a month, or a whole interval
+# of up to MAX_DELTA_US, times the largest rate, is under 2^62). Levels (snapshot, maximum)
+# are at most 2^53, exact as the doubles of JSON and the dashboards.
+PER_US_BOUND = {KIND_BUSY: 1, KIND_QBUSY: 1, KIND_QUEUE: 1 << 16, KIND_RESPONSE: 1 << 16,
+                KIND_INCREMENTING: 1 << 17, KIND_ACCUMULATING: 1 << 17}
+LEVEL_BOUND = 1 << 53
 DEFAULT_MEASUREMENT = "IMPORT"
 MAX_PROBLEMS = 50
 BATCH_ROWS = 5_000
@@ -131,16 +156,20 @@ class Problem:
 class ImportFailed(Exception):
     """The file has bad rows (or a bad header): nothing was stored."""
 
-    def __init__(self, where: str, problems: list[Problem], total_rows: int) -> None:
+    def __init__(self, where: str, problems: list[Problem], total_rows: int, *, cap: int | None = None) -> None:
         self.where = where
-        self.problems = sorted(problems)
+        everything = sorted(problems)
+        self.total_problems = len(everything)
+        self.problems = everything if cap is None else everything[:cap]
         self.total_rows = total_rows  # bad rows in all (more than listed past the cap); 0: the header or file
         super().__init__(self.summary())
 
     def summary(self) -> str:
         n = self.total_rows
         if n == 0:
-            return f"{self.where}: cannot be imported ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}); nothing was stored"
+            k, shown = self.total_problems, len(self.problems)
+            more = f", the first {shown} listed" if shown < k else ""
+            return f"{self.where}: cannot be imported ({k} problem{'s' if k != 1 else ''}{more}); nothing was stored"
         shown = len({p.line for p in self.problems})
         more = f" (the first {shown} listed)" if shown < n else ""
         return f"{self.where}: {n} bad row{'s' if n != 1 else ''}{more}; nothing was stored"
@@ -235,9 +264,10 @@ def _fit(ent: EntityDef, cols: list[str]) -> tuple[list[tuple[int, str, str]], L
         missing_counters=[c.measure_name for c in ent.counters if c.measure_name not in seen])
 
 
-def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catalog | None = None) -> Layout:
+def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catalog | None = None,
+               max_problems: int = MAX_PROBLEMS) -> Layout:
     """The layout of a header, for the given entity type or the one it fits (ImportFailed
-    naming every bad column otherwise)."""
+    naming the bad columns otherwise, the first `max_problems` of them)."""
     cat = catalog or load_catalog()
     cols = [_column(c) for c in header]
     if not any(cols):
@@ -249,7 +279,7 @@ def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catal
             raise ImportFailed(where, [Problem(1, "entity", str(exc), where)], 0) from None
         problems, layout = _fit(ent, cols)
         if layout is None:
-            raise ImportFailed(where, [Problem(1, c, m, where) for _, c, m in problems], 0)
+            raise ImportFailed(where, [Problem(1, c, m, where) for _, c, m in problems], 0, cap=max_problems)
         return layout
     fits = [(e, *_fit(e, cols)) for e in cat]
     ok = [(e, lay) for e, probs, lay in fits if lay is not None]
@@ -263,7 +293,7 @@ def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catal
     return_probs = [Problem(1, "header", f"fits no entity type's interval records; the closest is "
                                          f"{best.measure_name} (or say which: --entity)", where)]
     return_probs += [Problem(1, c, m, where) for _, c, m in probs]
-    raise ImportFailed(where, return_probs, 0)
+    raise ImportFailed(where, return_probs, 0, cap=max_problems)
 
 
 # ---------------------------------------------------------------- values
@@ -300,15 +330,21 @@ def _iso_us(text: str) -> int:
     if at.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset: write e.g. {text}+00:00 or {text}Z, "
                          "or a Julian timestamp (local civil time of the system)")
-    return _to_us(at)
+    return _in_range(_to_us(at), text)
+
+
+def _in_range(us: int, text: str) -> int:
+    if not UNIX_MIN_US <= us < UNIX_MAX_US:
+        raise ValueError(f"{text} is outside MEASURE's times (1975-01-01 to 2199-12-31)")
+    return us
 
 
 @lru_cache(maxsize=1 << 16)
 def _julian_us(jts: int, zone: str) -> tuple[int, ...]:
     """The instants (Unix µs) a Julian local-civil-time stamp can mean in a zone: one, two in
     the repeated hour of a DST change (earlier first), none in the skipped hour."""
-    if not JULIAN_MIN <= jts <= JULIAN_MAX:
-        raise ValueError(f"{jts} is not a Julian timestamp of 1900-2200 (microseconds since noon, "
+    if not JULIAN_MIN <= jts < JULIAN_MAX:
+        raise ValueError(f"{jts} is not a Julian timestamp of 1975-2199 (microseconds since noon, "
                          "1 January 4713 BC) nor an ISO 8601 time")
     tz = ZoneInfo(zone)
     naive = _EPOCH_NAIVE + timedelta(microseconds=jts - JULIAN_UNIX_US)
@@ -327,7 +363,7 @@ def _instants(v: Any, zone: str | None) -> tuple[int, ...]:
     if isinstance(v, datetime):
         if v.tzinfo is None:
             raise ValueError(f"{v.isoformat()} has no time zone")
-        return (_to_us(v),)
+        return (_in_range(_to_us(v), v.isoformat()),)
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         jts = int(v)
     else:
@@ -693,7 +729,11 @@ class _Rows:
         f_us = t_us = None
         if frm and to:
             pairs = [(f, t) for f in frm for t in to if t > f]
-            if delta is not None and delta > 0 and pairs:
+            if pairs and pairs[0][1] - pairs[0][0] > MAX_DELTA_US:
+                errors.append((TO, f"{(pairs[0][1] - pairs[0][0]) / 86_400_000_000:.1f} days after "
+                                   "FROM-TIMESTAMP: an interval is at most 366 days"))
+                pairs = []
+            elif delta is not None and delta > 0 and pairs:
                 fit = [p for p in pairs if p[1] - p[0] == delta]
                 if not fit:
                     errors.append((DELTA, f"{delta} µs, but TO-TIMESTAMP - FROM-TIMESTAMP is "
@@ -729,37 +769,61 @@ class _Rows:
         self.raw_counters.append([row[c] for c in lay.counter_col])
 
     def take(self, cap: int) -> tuple[list[tuple], np.ndarray]:
-        """The batched rows whose counters are integers, with their counters (every counter
-        of the entity type, catalogue order); rows with bad counters are reported."""
+        """The batched rows whose counters are MEASURE values, with their counters (every
+        counter of the entity type, catalogue order); rows with bad counters are reported."""
         rows, raw = self.rows, self.raw_counters
         self.rows, self.raw_counters = [], []
         k = len(self.ent.counters)
         out = np.zeros((len(rows), k), dtype=np.int64)
         if not rows or not self.lay.counter_col:
             return rows, out
+        bad: dict[int, list[tuple[str, str]]] = {}
         try:
             vals = np.array(raw, dtype=np.str_ if isinstance(raw[0][0], str) else object)
             out[:, self.lay.counter_pos] = vals.astype(np.int64)
-            return rows, out
         except (ValueError, OverflowError, TypeError):
-            pass
-        keep = []
-        for i, (r, vals) in enumerate(zip(rows, raw, strict=True)):
-            ok = True
-            for pos, v in zip(self.lay.counter_pos, vals, strict=True):
-                name = self.ent.counters[pos].measure_name
-                try:
-                    n = _integer(v, name)
-                    if not -(1 << 63) <= n < (1 << 63):
-                        raise ValueError(f"{n} does not fit in 64 bits")
-                    out[i, pos] = n
-                except ValueError as exc:
-                    self.bad(r[0], name, str(exc), cap)
-                    ok = False
-            if ok:
-                keep.append(i)
+            for i, vals in enumerate(raw):
+                for pos, v in zip(self.lay.counter_pos, vals, strict=True):
+                    name = self.ent.counters[pos].measure_name
+                    try:
+                        n = _integer(v, name)
+                        if not -(1 << 63) <= n < (1 << 63):
+                            raise ValueError(f"{n} does not fit in 64 bits")
+                        out[i, pos] = n
+                    except ValueError as exc:
+                        bad.setdefault(i, []).append((name, str(exc)))
+        self._check_values(rows, out, bad)
+        for i in sorted(bad):
+            for name, message in bad[i]:
+                self.bad(rows[i][0], name, message, cap)
+        keep = [i for i in range(len(rows)) if i not in bad]
         return [rows[i] for i in keep], out[keep]
 
+    def _check_values(self, rows: list[tuple], out: np.ndarray, bad: dict[int, list[tuple[str, str]]]) -> None:
+        """MEASURE's range of each value (PER_US_BOUND, LEVEL_BOUND): never negative, a busy
+        time not longer than its interval, nothing a tier's 64-bit sum could overflow."""
+        pos = np.asarray(self.lay.counter_pos)
+        vals = out[:, pos]
+        delta = np.array([r[9] for r in rows], dtype=np.float64)
+        kinds = self.ent.kinds[pos]
+        per_us = np.array([PER_US_BOUND.get(int(k), 0) for k in kinds], dtype=np.float64)
+        bound = np.where(per_us > 0, delta[:, None] * per_us[None, :], float(LEVEL_BOUND))
+        rows_bad, cols_bad = np.nonzero((vals < 0) | (vals > bound))
+        for i, j in zip(rows_bad.tolist(), cols_bad.tolist(), strict=True):
+            c = self.ent.counters[int(pos[j])]
+            v, d = int(vals[i, j]), int(delta[i])
+            if v < 0:
+                msg = f"{v} is negative: an interval's counter value is never below 0"
+            elif kinds[j] in (KIND_BUSY, KIND_QBUSY):
+                msg = f"{v} µs is longer than the interval ({d} µs): a {KINDS[kinds[j]]} time is at most DELTA-TIME"
+            elif per_us[j] > 0:
+                msg = (f"{v} is more than {int(per_us[j]):,} per µs of the interval ({d} µs): not a measured "
+                       "value (a tier's 64-bit sum could not hold it)")
+            else:
+                msg = f"{v} is more than 2^53: not a measured level"
+            if any(name == c.measure_name for name, _ in bad.get(i, [])):
+                continue
+            bad.setdefault(i, []).append((c.measure_name, msg))
 
 def _db_problems(detail: str | None, ent: EntityDef, where: str) -> tuple[list[Problem], int]:
     """The bad rows _measure.import_store found (its exception's DETAIL) as problems."""
@@ -829,7 +893,7 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
         raise ImportFailed(where, [Problem(exc.line, "file", exc.message, where)], 0) from None
     if first is None:
         raise ImportFailed(where, [Problem(1, "header", "the file is empty", where)], 0)
-    layout = layout_for(first[1], entity, where)
+    layout = layout_for(first[1], entity, where, max_problems=max_problems)
     ent = layout.entity
     conn.execute("SELECT measure.import_begin()")
     stager = _CopyStager(conn) if stage == "copy" else _FunctionStager(conn)
@@ -859,6 +923,8 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
     check_only = parser.bad_total > 0
     try:
         summary = conn.execute("SELECT measure.import_store(%s, %s)", (max_problems, check_only)).fetchone()[0]
+    except psycopg.errors.NumericValueOutOfRange:
+        raise _overflow(where) from None
     except psycopg.errors.InvalidParameterValue as exc:
         if not (exc.diag.message_primary or "").startswith("import:"):
             raise
@@ -876,14 +942,25 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
                                         for m in summary["measurements"]],
                           missing_counters=layout.missing_counters, ignored_columns=layout.ignored)
     if result.stored:
-        for sid in summary["systems"] or []:
-            while True:
-                done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
-                                    (sid, CONDENSE_HOURS)).fetchone()[0]
-                if not done:
-                    break
-                result.condensed += done
-                if progress:
-                    progress("condense", result.condensed)
-            conn.execute("SELECT measure.import_condense(%s::smallint, 0, true)", (sid,))
+        try:
+            for sid in summary["systems"] or []:
+                while True:
+                    done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
+                                        (sid, CONDENSE_HOURS)).fetchone()[0]
+                    if not done:
+                        break
+                    result.condensed += done
+                    if progress:
+                        progress("condense", result.condensed)
+                conn.execute("SELECT measure.import_condense(%s::smallint, 0, true)", (sid,))
+        except psycopg.errors.NumericValueOutOfRange:
+            raise _overflow(where) from None
     return result
+
+
+def _overflow(where: str) -> ImportFailed:
+    """A sum of the tiers past 64 bits: each value was within its bound, but together (many
+    entities summed into one file's or system's row) they are not measured values."""
+    return ImportFailed(where, [Problem(0, "file", "its counter values add up past what a tier's 64-bit sums "
+                                                   "hold: they are not measured values (check the counters' "
+                                                   "units and the intervals)", where)], 0)

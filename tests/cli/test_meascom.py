@@ -103,3 +103,21 @@ def test_api_client(monkeypatch, tmp_path, capsys):
     assert cli.main(["--api", "http://h:8000", str(tmp_path / "f")]) == 2
     assert capsys.readouterr().err.endswith("f: line 1, column 5: unexpected 'BAD'\n")
     assert cli.main(["--api", "http://h:8000"]) == 2  # no prompt over the API
+
+
+@pytest.mark.parametrize("target", ["/dev/full"])
+def test_an_output_that_cannot_be_written_is_the_users_condition(env, url, target, tmp_path):
+    """`meascom -c HELP > /dev/full`: one line saying the output could not be written (no
+    "internal error"), exit status 2; what ran stays done."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    with open(target, "w") as sink:
+        done = subprocess.run([sys.executable, "-c", "import sys; from cli.meascom import main; sys.exit(main())",
+                               "-c", "HELP"], stdout=sink, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                              env={"DATABASE_URL": url, "PYTHONPATH": str(repo), "HOME": str(tmp_path),
+                                   "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("meascom: cannot write the output: No space left on device"), done.stderr
+    assert "internal error" not in done.stderr and done.stderr.count("\n") == 1
