@@ -218,6 +218,7 @@ class DataListener:
         self.timeout = timeout
         self.syncs = 0
         self._pg: Any = None  # psycopg.pq.PGconn while listening
+        self._fd: int | None = None  # its socket, as registered with the loop
         self._fresh = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -286,8 +287,8 @@ class DataListener:
                 if self._closing:
                     pg.finish()
                     return
-                self._pg = pg
-                self._loop.add_reader(pg.socket, self._drain)
+                self._pg, self._fd = pg, pg.socket
+                self._loop.add_reader(self._fd, self._drain)
                 # whatever changed while no one listened: start empty
                 self.on_data()
                 self.on_token()
@@ -299,13 +300,16 @@ class DataListener:
 
     def _drop(self) -> None:
         pg, self._pg = self._pg, None
+        fd, self._fd = self._fd, None
         self._fresh = False
         self._wake.set()
         if pg is None:
             return
-        with contextlib.suppress(Exception):
-            if self._loop is not None:
-                self._loop.remove_reader(pg.socket)
+        # The reader goes by the number registered, before the socket is closed: a lost
+        # connection's pg.socket raises, and a reader left behind would capture the next
+        # socket the kernel gives that number (a client's: its request never read).
+        if fd is not None and self._loop is not None:
+            self._loop.remove_reader(fd)
         with contextlib.suppress(Exception):
             pg.finish()
         self.on_data()

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from core.errors import ErrorKind, ServiceError, from_database
@@ -167,6 +168,8 @@ def database_error(exc: Exception) -> MeasureError | None:
         return service_error(typed)
     if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
         return Unavailable("the database is unreachable; try again shortly")
+    if isinstance(exc, PoolTimeout):
+        return Unavailable("every database connection of this worker is in use; try again shortly")
     return None
 
 
@@ -174,6 +177,12 @@ def install_database_handler(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
         return await _render(service_error(exc))
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
+        err = database_error(exc)
+        assert err is not None
+        return await _render(err)
 
     @app.exception_handler(DBAPIError)
     async def _db_error(request: Request, exc: DBAPIError) -> JSONResponse:

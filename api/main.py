@@ -44,7 +44,8 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.engine = build_engine(url, role=settings.db_role, pool_size=settings.pool_size)
+        app.state.engine = build_engine(url, role=settings.db_role, pool_size=settings.pool_size,
+                                        pool_timeout=settings.pool_timeout_seconds)
         if cache is not None:
             await cache.start(url)
         try:

@@ -24,6 +24,9 @@ class ApiSettings(DatabaseSettings):
         description="role every API session runs as (SET ROLE); empty the login role's own",
     )
     pool_size: int = Field(default=10, ge=1, le=200)
+    pool_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=300,
+        description="how long a request waits for a database connection when every one is in use (then 503)")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
     require_token_for_reads: bool = Field(default=False)
     cors_origins: ListSetting = Field(

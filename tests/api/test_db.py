@@ -50,3 +50,19 @@ def test_reads_are_autocommit_and_writes_are_one_transaction(api_db_url) -> None
     with make_client(api_db_url, cache_enabled=False) as c:
         assert asyncio.run(session_state(c.app, "GET")) == (True, "IDLE")  # no BEGIN, no COMMIT
         assert asyncio.run(session_state(c.app, "POST")) == (False, "INTRANS")
+
+
+def test_a_pool_with_every_connection_in_use_is_a_503(api_db_url) -> None:
+    """Connection acquisition has a timeout: past it the request is answered 503 (the usual
+    body), never held."""
+    with make_client(api_db_url, pool_size=1, pool_timeout_seconds=0.5, cache_enabled=False) as c:
+        engine = c.app.state.engine
+        held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
+        try:
+            r = c.get("/measurements")
+            assert r.status_code == 503 and r.json()["error"] == "Unavailable"
+            assert "in use" in r.json()["detail"]
+        finally:
+            for conn in held:
+                conn.close()
+        assert c.get("/measurements").status_code == 200

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 
 import psycopg
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -139,6 +139,8 @@ EVERY_SETTING: dict[str, tuple[type, str, tuple, tuple[str, str], tuple[str, obj
                               ("reader_2", "reader_2")),
     "MEASUREDB_API_POOL_SIZE": (ApiSettings, "pool_size", (ERR, "valid integer"), ("0", "greater than or equal"),
                                 ("4", 4)),
+    "MEASUREDB_API_POOL_TIMEOUT_SECONDS": (ApiSettings, "pool_timeout_seconds", (ERR, "valid number"),
+                                           ("0", "greater than 0"), ("2.5", 2.5)),
     "MEASUREDB_API_WORKERS": (ApiSettings, "workers", (ERR, "valid integer"), ("65", "less than or equal"),
                               ("2", 2)),
     "MEASUREDB_API_REQUIRE_TOKEN_FOR_READS": (ApiSettings, "require_token_for_reads", (ERR, "valid boolean"),
