@@ -45,7 +45,7 @@ def _alive(dbapi_conn, _record, _proxy) -> None:
         raise exc.DisconnectionError("connection lost")
 
 
-def build_engine(url: str, *, role: str, pool_size: int, pool_timeout: float = 5.0) -> Engine:
+def build_engine(url: str, *, role: str, pool_size: int, pool_timeout: float = 10.0) -> Engine:
     """The pool: a connection is made within 5 s (connect_timeout) and waited for at most
     `pool_timeout` when every one is in use; either failing is a 503 (api/errors.py)."""
     engine = create_engine(

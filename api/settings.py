@@ -25,7 +25,7 @@ class ApiSettings(DatabaseSettings):
     )
     pool_size: int = Field(default=10, ge=1, le=200)
     pool_timeout_seconds: float = Field(
-        default=5.0, gt=0, le=300,
+        default=10.0, gt=0, le=300,
         description="how long a request waits for a database connection when every one is in use (then 503)")
     workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
     require_token_for_reads: bool = Field(default=False)
