@@ -26,7 +26,7 @@ from rich.table import Table
 from api.settings import ApiSettings
 from collector.settings import CollectorSettings
 from core import schema as schema_runner
-from core.database import DatabaseError, connect
+from core.database import DatabaseError, check_schema, connect
 from core.errors import ServiceError
 from core.settings import DatabaseSettings, describe_validation_error
 
@@ -90,14 +90,20 @@ def run(func: Callable[[], Any], *, options: dict[str, str] | None = None) -> An
 
 
 @contextlib.contextmanager
-def database(settings: DatabaseSettings | None = None, *, apply_schema: bool = False) -> Iterator[str]:
+def database(settings: DatabaseSettings | None = None, *, apply_schema: bool = False,
+             create: bool = False, need_schema: bool = True) -> Iterator[str]:
     """The URL of the configured database for the duration of a command; an embedded server
-    started for it is stopped after it."""
+    started for it is stopped after it. Only the commands that set the platform up (`create`:
+    run, collector, backfill, api, schema apply) make an embedded server that does not exist
+    yet; every other command refuses in one line, and needs the schema there."""
     settings = settings if settings is not None else DatabaseSettings()
-    url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
+    url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb,
+                          create=create or apply_schema)
     try:
         if apply_schema:
             schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
+        elif need_schema and not create:
+            check_schema(url)
         yield url
     finally:
         if server:

@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from collector.meascom.interpreter import MeascomError, Session, file_error_reason, read_obey_file
 from collector.meascom.parser import continues, printable
-from core.database import DatabaseError, connect
+from core.database import DatabaseError, check_schema, connect
 from core.settings import DatabaseSettings, describe_validation_error
 
 PROMPT, MORE = "+", "&"
@@ -183,7 +183,14 @@ def _main(argv: list[str] | None) -> int:
             settings = DatabaseSettings()
         except ValidationError as exc:
             return _fail(describe_validation_error(exc, DatabaseSettings), 2)
-        url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb)
+        url, server = connect(settings.database_url, settings.data_dir, timescaledb=settings.timescaledb,
+                              create=False)
+        try:
+            check_schema(url)
+        except DatabaseError:
+            if server:
+                server.stop()
+            raise
     except DatabaseError as exc:
         return _fail(str(exc), 2)
     try:

@@ -16,7 +16,7 @@ schema_app = typer.Typer(no_args_is_help=True, help="Apply or inspect the databa
 def schema_apply() -> None:
     """Apply schema/ (idempotent; refuses a database written by a newer measuredb)."""
     settings = DatabaseSettings()
-    with database(settings) as url:
+    with database(settings, create=True) as url:
         result = schema_runner.apply(url, mode=settings.timescaledb, engine=settings.engine)
     applied = ", ".join(result.applied) or "nothing new"
     out.print(f"schema version {result.version} on {result.describe()}: applied {applied}")
@@ -26,6 +26,6 @@ def schema_apply() -> None:
 @friendly
 def schema_status() -> None:
     """Print the database's and this code's schema versions."""
-    with database() as url:
+    with database(need_schema=False) as url:
         info = schema_runner.status(url)
     out.print(info)

@@ -43,7 +43,7 @@ def api(
     settings = ApiSettings()
     if host is not None or port is not None:
         settings = settings.model_copy(update={k: v for k, v in {"host": host, "port": port}.items() if v is not None})
-    with database(settings) as url:
+    with database(settings, create=True) as url:
         if settings.workers > 1:  # each worker builds its own app from the environment
             os.environ["DATABASE_URL"] = url
             serve("api.main:create_app", factory=True, host=settings.host, port=settings.port,

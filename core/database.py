@@ -193,17 +193,30 @@ def drop_database(admin_url: str, dbname: str) -> None:
         )
 
 
+def check_schema(url: str) -> None:
+    """DatabaseError unless the database holds the platform's schema."""
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        found = conn.execute("SELECT to_regnamespace('measure') IS NOT NULL AND "
+                             "to_regclass('_measure.schema_version') IS NOT NULL").fetchone()
+    if not (found and found[0]):
+        raise DatabaseError(f"the database {describe_url(url)} holds no measuredb schema: run "
+                            "`measuredb schema apply` (or `make run`) first, or point DATABASE_URL at the "
+                            "platform's database")
+
+
 def with_dbname(url: str, dbname: str) -> str:
     """The same server, another database."""
     parts = urlsplit(url)
     return parts._replace(path="/" + dbname).geturl()
 
 
-def connect(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto"
+def connect(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto", create: bool = True
             ) -> tuple[str, EmbeddedServer | None]:
     """resolve() and check_reachable() in one: the URL to use and the embedded server we
-    started (the caller stops it), or DatabaseError with nothing left running."""
-    url, server = resolve(database_url, data_dir, timescaledb=timescaledb)
+    started (the caller stops it), or DatabaseError with nothing left running. Without
+    `create`, an embedded server that does not exist yet is not made: DatabaseError saying
+    where the command looked and how to point it at the platform's database."""
+    url, server = resolve(database_url, data_dir, timescaledb=timescaledb, create=create)
     try:
         check_reachable(url)
     except Exception:
@@ -213,12 +226,17 @@ def connect(database_url: str | None, data_dir: Path, *, timescaledb: str = "aut
     return url, server
 
 
-def resolve(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto"
+def resolve(database_url: str | None, data_dir: Path, *, timescaledb: str = "auto", create: bool = True
             ) -> tuple[str, EmbeddedServer | None]:
     """The URL to use, and the embedded server when we started one (MEASUREDB_TIMESCALEDB=on:
     an embedded server that preloads TimescaleDB)."""
     if database_url:
         return database_url, None
+    if not create and not (Path(data_dir) / "pg" / "PG_VERSION").exists():
+        raise DatabaseError(
+            f"no database at {Path(data_dir).resolve()} (no embedded server there yet): run `make run` "
+            "in the project folder first, or point this command at the platform's database with "
+            "DATABASE_URL or MEASUREDB_DATA_DIR")
     server = start_embedded(data_dir, timescaledb=timescaledb == "on")
     os.environ.setdefault("MEASUREDB_EMBEDDED", "1")
     return server.url(), server

@@ -62,9 +62,11 @@ class DatabaseSettings(BaseSettings):
         description="postgresql://user:password@host:port/dbname; unset = embedded server",
     )
     data_dir: Path = Field(
-        default=Path(".data"),
+        default=REPO_ROOT / ".data",
         validation_alias=AliasChoices("MEASUREDB_DATA_DIR"),
-        description="folder of the embedded PostgreSQL data, the spool and run files",
+        description="folder of the embedded PostgreSQL data, the spool and run files; default: .data "
+                    "in the project folder (whatever the current folder), a relative path is the "
+                    "current folder's",
     )
     timescaledb: Literal["auto", "on", "off"] = Field(
         default="auto",
