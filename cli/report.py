@@ -5,6 +5,9 @@
     measuredb report process-summary --system '\\DEMO' --from 2024-03-09T08:00 --to 2024-03-09T10:00
     measuredb report transaction-resource --system '\\RDS' --from 2024-03-04T08:10 --to 2024-03-04T09:10
 
+A report of a range in which the system has no measured hour prints NO DATA (with the span
+its data covers) instead of its empty line ("NO THRESHOLD VIOLATIONS"), and exits with status 1.
+
 Scheduled reports (core/scheduler.py, the successors of the 1986 OBEY files):
 
     measuredb report schedule list                 the definitions, their last run and next slot
@@ -95,10 +98,15 @@ def report_command(
                               shift=shift, extra=extra)
         with database() as url, psycopg.connect(url) as conn:
             rows = reports.run_report(conn, name, **params)
+            empty = None if rows else reports.no_data(conn, name, params)
     except (reports.ReportError, DatabaseError) as exc:
         _err.print(f"measuredb report: {exc}", markup=False)
         raise typer.Exit(2) from None
-    typer.echo(reports.render(name, rows, params, output), nl=False)
+    typer.echo(reports.render(name, rows, params, output, empty), nl=False)
+    if empty is not None:  # no data is not "nothing found": say so, and exit 1
+        if output != "text":
+            _err.print(f"measuredb report: {empty}", markup=False)
+        raise typer.Exit(1)
 
 
 # ---------------------------------------------------------------- scheduled reports

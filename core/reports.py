@@ -7,7 +7,8 @@ The SQL lives in queries/ (each file calls a measure.report_* function of
 schema/idempotent/025-reports.sql); this module only knows each report's parameters, its
 title block and its column headings, and lays the rows out like the 1986 figures: a centred
 title, a title block (SYSTEM, DATE, SHIFT, OS VERSION), multi-line column headings and
-F5.1 numbers. A threshold report without violations says so.
+F5.1 numbers. A threshold report without violations says so; a report of a range in which the
+system has no condensed hour at all says that instead (:func:`no_data`), never "no violations".
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg.rows import dict_row
@@ -170,6 +172,41 @@ def run_report(conn: psycopg.Connection, name: str, **given: Any) -> list[dict[s
         raise ReportError(f"{exc.diag.message_primary}; {hint}".rstrip("; ")) from None
 
 
+def window(name: str, params: dict[str, Any], time_zone: str) -> tuple[datetime, datetime]:
+    """The report's window [lo, hi) as instants: a (shift) day or a range of days in the
+    system's time zone (a shift may run into the next day: the day after is included), or the
+    instants given."""
+    rep = report(name)
+    tz = ZoneInfo(time_zone)
+    if rep.window == "time":
+        return params["from_at"], params["to_at"]
+    first = params["day"] if rep.window == "day" else params["date_from"]
+    last = params["day"] if rep.window == "day" else params["date_to"]
+    lo = datetime.combine(first, time(0), tzinfo=tz)
+    hi = datetime.combine(last + timedelta(days=2 if rep.window == "day" else 1), time(0), tzinfo=tz)
+    return lo, hi
+
+
+def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str | None:
+    """The line to show instead of the report's empty message when the system has no condensed
+    hour in the report's window (so an empty report never reads as "nothing broken"); None
+    when it has data there."""
+    row = conn.execute("SELECT time_zone, first_hour, last_hour FROM measure.config_system_info(%s)",
+                       (params["system"],)).fetchone()
+    if row is None:
+        return None
+    zone, first, last = row
+    lo, hi = window(name, params, zone)
+    if first is not None and first < hi and last + timedelta(hours=1) > lo:
+        return None
+    where = {"day": "on {day}", "range": "from {date_from} to {date_to}",
+             "time": "from {from_at} to {to_at}"}[report(name).window].format(**params)
+    held = ("it holds no condensed hour yet" if first is None else
+            f"its data runs from {first.astimezone(UTC):%Y-%m-%d %H:00} to "
+            f"{(last + timedelta(hours=1)).astimezone(UTC):%Y-%m-%d %H:00} UTC")
+    return f"NO DATA: {params['system']} has no measured hour {where} ({held})"
+
+
 # ---------------------------------------------------------------- rendering
 
 def _plain(v: Any) -> Any:
@@ -236,7 +273,7 @@ TABLE4_COMPONENTS = (("total", "TOTAL"), ("system_overhead", "SYSTEM OVERHEAD"),
                      ("server", "APPLICATION SERVERS"), ("other", "OTHER PROCESSES"))
 
 
-def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
+def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any], empty: str | None = None) -> str:
     """The transaction resource report laid out as Table 4: CPU ms per transaction and % of the
     total per component, then average and 95 % response, transactions per second per CPU and
     total CPU utilisation (the values repeated on every row are printed once)."""
@@ -270,7 +307,7 @@ def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
                                for i, (h, w) in enumerate(zip(heads, widths))).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     if not rows:
-        lines.append(rep.empty)
+        lines.append(empty or rep.empty)
     for b in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
                                for i, (v, w) in enumerate(zip(b, widths))).rstrip())
@@ -280,9 +317,11 @@ def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -> str:
+def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], empty: str | None = None) -> str:
+    """The report as ENFORM laid it out; `empty` replaces the report's own line for no rows
+    (the NO DATA line of :func:`no_data`)."""
     if name == "transaction-resource":
-        return _render_table4(rows, params)
+        return _render_table4(rows, params, empty)
     rep = report(name)
     cells = [[fmt(r.get(c.key), c.fmt) for c in rep.columns] for r in rows]
     heads = [c.heading.split("/") for c in rep.columns]
@@ -301,7 +340,7 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -
         lines.append("  ".join(parts).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     if not rows:
-        lines.append(rep.empty)
+        lines.append(empty or rep.empty)
     for row in cells:
         lines.append("  ".join(v.ljust(w) if c.fmt == "s" else v.rjust(w)
                                for v, w, c in zip(row, widths, rep.columns)).rstrip())
@@ -313,13 +352,14 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any]) -
     return "\n".join(lines) + "\n"
 
 
-def render(name: str, rows: list[dict[str, Any]], params: dict[str, Any], fmt_name: str = "text") -> str:
+def render(name: str, rows: list[dict[str, Any]], params: dict[str, Any], fmt_name: str = "text",
+           empty: str | None = None) -> str:
     if fmt_name == "json":
         return render_json(rows)
     if fmt_name == "csv":
         return render_csv(rows, [c.key for c in report(name).columns])
     if fmt_name == "text":
-        return render_text(name, rows, params)
+        return render_text(name, rows, params, empty)
     raise ReportError(f"unknown format {fmt_name!r}; use text, csv or json")
 
 

@@ -371,13 +371,14 @@ class _Pass:
             rep = self.rep
             try:
                 rows = reports.run_report(rep, report, **resolved)
+                empty = None if rows else reports.no_data(rep, report, resolved)
             finally:
                 try:
                     rep.rollback()  # reports only read: end the snapshot
                 except psycopg.Error:
                     rep.close()     # a broken connection: the next run opens a new one
             out = {"json": reports.render_json(rows),
-                   "text": reports.render(report, rows, resolved, "text") if "text" in outputs else None,
+                   "text": reports.render(report, rows, resolved, "text", empty) if "text" in outputs else None,
                    "csv": reports.render(report, rows, resolved, "csv") if "csv" in outputs else None}
         except Exception as exc:
             error = _error_text(exc)

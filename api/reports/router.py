@@ -86,8 +86,13 @@ DAY_OR_INSTANT = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
             summary="Run an ENFORM-style report now: ENFORM text, CSV or JSON rows",
             dependencies=[Cacheable],
             description="The reports of queries/ (threshold, cpu-trend, process-summary, …) with "
-                        "their parameters; `date` for one-day reports, `from`/`to` for ranges.",
-            responses={200: {"description": "the report", "content": {
+                        "their parameters; `date` for one-day reports, `from`/`to` for ranges. A range "
+                        "in which the system has no measured hour is told apart from an empty "
+                        "answer: the header X-Report-Data is `none` (else `yes`) and the text format "
+                        "says NO DATA instead of the report's empty line.",
+            responses={200: {"description": "the report", "headers": {"X-Report-Data": {
+                "description": "yes: the system has measured hours in the range; none: it has none",
+                "schema": {"type": "string", "enum": ["yes", "none"]}}}, "content": {
                 "text/plain": {"schema": {"type": "string"}},
                 "text/csv": {"schema": {"type": "string"}},
                 "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},
@@ -108,7 +113,10 @@ def run_report(
     capacity: Annotated[float | None, Query(gt=0, le=100)] = None,
     format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "json",
 ) -> Response:
-    body = service.run_report(session, report, system=system, day=date, date_from=from_, date_to=to,
-                              shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
-                                                  "capacity": capacity}, fmt=format)
-    return Response(content=body, media_type=MEDIA[format])
+    body, has_data = service.run_report(session, report, system=system, day=date, date_from=from_, date_to=to,
+                                        shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
+                                                            "capacity": capacity}, fmt=format)
+    # whether the system has measured data in the range: an empty report of a range without
+    # any is no data, not "nothing found" (the text format says NO DATA)
+    return Response(content=body, media_type=MEDIA[format],
+                    headers={"X-Report-Data": "yes" if has_data else "none"})

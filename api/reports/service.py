@@ -119,15 +119,18 @@ def run_output(session: Session, run_id: int, fmt: str) -> str:
 
 def run_report(session: Session, name: str, *, system: str | None, day: str | None,
                date_from: str | None, date_to: str | None, shift: int | None,
-               extra: dict[str, Any], fmt: str) -> str:
-    """Run one report of queries/ now (the same code as `measuredb report NAME`)."""
+               extra: dict[str, Any], fmt: str) -> tuple[str, bool]:
+    """Run one report of queries/ now (the same code as `measuredb report NAME`): the body, and
+    whether the system has data in the report's range (text says NO DATA where it has none)."""
     try:
         rep = reports.report(name)
         params = reports.build_params(
             name, system=system, day=day, date_from=date_from, date_to=date_to, shift=shift,
             extra={k: v for k, v in extra.items() if k in rep.params},
             labels={"date": "date", "from": "from", "to": "to"})
-        rows = reports.run_report(psycopg_connection(session), name, **params)
+        conn = psycopg_connection(session)
+        rows = reports.run_report(conn, name, **params)
+        empty = None if rows else reports.no_data(conn, name, params)
     except reports.ReportError as exc:
         text_ = str(exc)
         field = next((f for f in ("system", "date", "from", "to", "shift") if text_.startswith(f)
@@ -135,4 +138,4 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
         if "unknown report" in text_ or "no report" in text_:
             raise NotFound(text_, field="report") from None
         raise InvalidInput(text_, field=field) from None
-    return reports.render(name, rows, params, fmt)
+    return reports.render(name, rows, params, fmt, empty), empty is None

@@ -134,9 +134,13 @@ def test_run_a_report_now_in_every_format(client) -> None:
     r = client.get("/reports/threshold", params={**params, "format": "text"})
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
-    assert "THRESHOLD REPORT" in r.text and "NO THRESHOLD VIOLATIONS" in r.text
+    # the system has no measured hour that day: no data, not "no violations"
+    assert "THRESHOLD REPORT" in r.text and "NO THRESHOLD VIOLATIONS" not in r.text
+    assert f"NO DATA: {SYSTEM} has no measured hour on 2024-05-02 (it holds no condensed hour yet)" in r.text
+    assert r.headers["x-report-data"] == "none"
     r = client.get("/reports/threshold", params=params)
     assert (r.status_code, r.headers["content-type"], r.json()) == (200, "application/json", [])
+    assert r.headers["x-report-data"] == "none"
     r = client.get("/reports/threshold", params={**params, "format": "csv"})
     assert r.text.splitlines()[0].startswith("cpu,time_of_day,")
     r = client.get("/reports/cpu-trend", params={"system": SYSTEM, "from": "2024-05-01", "to": "2024-05-03"})

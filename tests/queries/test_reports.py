@@ -325,3 +325,25 @@ def test_a_system_may_be_named_without_its_backslash_or_upper_case(db, conn) -> 
         assert conn.execute("SELECT measure.system_id_of(%s)", (name,)).fetchone()[0] == want, name
     with pytest.raises(psycopg.errors.NoDataFound):
         conn.execute("SELECT measure.system_id_of('\\\\NOSUCH')")
+
+
+def test_a_range_without_data_is_no_data_not_nothing_broken(db, conn) -> None:
+    """An empty report of a range in which the system has a measured hour says what the report
+    says when nothing is broken; of a range without any, NO DATA with the span the data covers."""
+    quiet = {"system": data.SYSTEM, "day": date(2024, 3, 9), "shift": 2}
+    assert reports.run_report(conn, "threshold", **quiet) == []
+    assert reports.no_data(conn, "threshold", {**quiet, "shift": 2}) is None
+    empty = {"system": data.SYSTEM, "day": date(2025, 6, 1), "shift": None}
+    assert reports.run_report(conn, "threshold", **empty) == []
+    note = reports.no_data(conn, "threshold", empty)
+    assert note is not None and note.startswith(f"NO DATA: {data.SYSTEM} has no measured hour on 2025-06-01 "
+                                                "(its data runs from 2024-03-")
+    text = reports.render("threshold", [], empty, "text", note)
+    assert note in text and "NO THRESHOLD VIOLATIONS" not in text
+    window = {"system": data.SYSTEM, "from_at": datetime(2030, 1, 1, tzinfo=UTC),
+              "to_at": datetime(2030, 1, 2, tzinfo=UTC), "measurement": None}
+    assert reports.no_data(conn, "process-summary", window).startswith("NO DATA")
+    assert "NO DATA" in reports.render("transaction-resource", [], {**window, "transaction_process": None}, "text",
+                                       reports.no_data(conn, "transaction-resource", window))
+    assert reports.no_data(conn, "cpu-trend", {"system": data.SYSTEM, "date_from": date(2024, 3, 1),
+                                                "date_to": date(2024, 3, 31)}) is None
