@@ -178,8 +178,9 @@ def window(name: str, params: dict[str, Any], time_zone: str) -> tuple[datetime,
     instants given."""
     rep = report(name)
     tz = ZoneInfo(time_zone)
-    if rep.window == "time":
-        return params["from_at"], params["to_at"]
+    if rep.window == "time":  # an instant without an offset is the system's local time
+        lo, hi = params["from_at"], params["to_at"]
+        return (lo if lo.tzinfo else lo.replace(tzinfo=tz)), (hi if hi.tzinfo else hi.replace(tzinfo=tz))
     first = params["day"] if rep.window == "day" else params["date_from"]
     last = params["day"] if rep.window == "day" else params["date_to"]
     lo = datetime.combine(first, time(0), tzinfo=tz)

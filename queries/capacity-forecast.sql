@@ -6,6 +6,6 @@
 -- Output: entity, subject, days, peak_busy_first, peak_busy_last, slope_per_day, crossing_date,
 --   crossing_early, crossing_late, month_peak, busy_if_one_halted
 -- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
-SELECT * FROM measure.report_capacity_forecast(p_system => %(system)s, p_from => %(date_from)s,
-                                               p_to => %(date_to)s, p_capacity => %(capacity)s)
+SELECT * FROM measure.report_capacity_forecast(p_system => %(system)s::text, p_from => %(date_from)s::date,
+                                               p_to => %(date_to)s::date, p_capacity => %(capacity)s::numeric)
  ORDER BY entity, subject;

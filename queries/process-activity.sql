@@ -6,6 +6,6 @@
 -- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
 SELECT a.program_file_name, a.process_name, a.cpu, a.pin, a.cpu_seconds_per_trans, a.io_per_trans,
        a.cpu_seconds_per_io
-  FROM measure.report_process_activity(p_system => %(system)s, p_from => %(from_at)s, p_to => %(to_at)s,
-                                       p_measurement => %(measurement)s) WITH ORDINALITY AS a
+  FROM measure.report_process_activity(p_system => %(system)s::text, p_from => %(from_at)s::timestamptz, p_to => %(to_at)s::timestamptz,
+                                       p_measurement => %(measurement)s::integer) WITH ORDINALITY AS a
  ORDER BY a.ordinality;

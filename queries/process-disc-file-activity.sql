@@ -5,6 +5,6 @@
 -- Output: process_name, cpu, pin, program_file_name, from_at, to_at, cpu_busy_seconds, messages_sent,
 --   messages_received, file_name, reads, writes, deletes_or_writereads, info_calls
 -- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
-SELECT * FROM measure.report_process_disc_file_activity(p_system => %(system)s, p_from => %(from_at)s,
-                                                        p_to => %(to_at)s, p_cpu => %(cpu)s, p_pin => %(pin)s)
+SELECT * FROM measure.report_process_disc_file_activity(p_system => %(system)s::text, p_from => %(from_at)s::timestamptz,
+                                                        p_to => %(to_at)s::timestamptz, p_cpu => %(cpu)s::integer, p_pin => %(pin)s::integer)
  ORDER BY cpu, pin, from_at, file_name;

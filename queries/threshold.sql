@@ -6,5 +6,5 @@
 -- Output: cpu, time_of_day, hour_at, shift_no, qlen_max, qlen_delt, swap_max, busy_max, busy_delt, ibusy_max,
 --   qlen_avg, swap_avg, busy_avg, ibusy_avg, os_version, broken
 -- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
-SELECT * FROM measure.report_threshold(p_system => %(system)s, p_day => %(day)s, p_shift => %(shift)s)
+SELECT * FROM measure.report_threshold(p_system => %(system)s::text, p_day => %(day)s::date, p_shift => %(shift)s::integer)
  ORDER BY cpu, hour_at;

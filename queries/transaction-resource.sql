@@ -12,6 +12,6 @@
 --   95th percentile of the records' mean responses (MEASURE keeps sums, not single responses: exact when each record
 --   holds one transaction, response_transactions_per_sample = 1; pulled towards the mean as records average more).
 -- Runs as measure_reader (measure.* only). Time zone: buckets are cut in the system's zone.
-SELECT * FROM measure.report_transaction_resource(p_system => %(system)s, p_from => %(from_at)s, p_to => %(to_at)s,
-                                                  p_transaction_process => %(transaction_process)s)
+SELECT * FROM measure.report_transaction_resource(p_system => %(system)s::text, p_from => %(from_at)s::timestamptz, p_to => %(to_at)s::timestamptz,
+                                                  p_transaction_process => %(transaction_process)s::text)
  ORDER BY component;
