@@ -32,10 +32,45 @@ BEGIN
 END
 $gen$;
 
--- Condense the dirty hours (all systems, or one): hour tiers from the interval runs, then
--- the shifts, months and years containing them (p_months => false: the months and years
--- later, _measure.condense_pending_months; the collector's slices do so). At most p_limit
--- hours per system per call, oldest first; returns the number of hours condensed.
+-- Condense the given dirty hours of one system: hour tiers from the interval runs, then the
+-- shifts, months and years containing them (p_months => false: the months and years later,
+-- _measure.condense_pending_months); they leave _measure.tier_dirty. Returns how many hours.
+-- The caller has them locked (FOR UPDATE of their tier_dirty rows).
+CREATE OR REPLACE FUNCTION _measure.condense_hours(p_system smallint, p_hours timestamptz[],
+                                                   p_months boolean DEFAULT true)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_fresh timestamptz[];
+    v_ent text;
+    v_type smallint;
+BEGIN
+    IF p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+        RETURN 0;
+    END IF;
+    -- hour tiers from interval runs only where retention kept them (_measure.fresh_hours)
+    FOR v_ent, v_type IN SELECT DISTINCT entity, type_code FROM _measure.hour_tier_column ORDER BY 1 LOOP
+        v_fresh := _measure.fresh_hours(p_system, v_type, p_hours);
+        IF cardinality(v_fresh) > 0 THEN
+            EXECUTE format('DELETE FROM _measure.%I WHERE system_id = $1 AND hour_at = ANY ($2)', v_ent || '_hour')
+            USING p_system, v_fresh;
+            -- (computed where the system's runs are: _measure.shard_route, 130-shard-route.sql)
+            EXECUTE format('INSERT INTO _measure.%I SELECT r.* FROM (SELECT count(*) FROM _measure.shard_route '
+                           'WHERE system_id = $1) one CROSS JOIN LATERAL _measure.%I($1, $2) r',
+                           v_ent || '_hour', v_ent || '_hour_rows')
+            USING p_system, v_fresh;
+        END IF;
+    END LOOP;
+    PERFORM _measure.condense_upper(p_system, p_hours, p_months);
+    DELETE FROM _measure.tier_dirty WHERE system_id = p_system AND hour_at = ANY (p_hours);
+    RETURN cardinality(p_hours);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.condense_hours(smallint, timestamptz[], boolean) TO measure_writer;
+
+-- Condense the dirty hours (all systems, or one): _measure.condense_hours of at most p_limit
+-- hours per system per call, oldest first (p_months => false: the months and years later,
+-- _measure.condense_pending_months; the collector's slices do so); returns the number of
+-- hours condensed.
 DROP FUNCTION IF EXISTS _measure.condense(smallint, integer);
 CREATE OR REPLACE FUNCTION _measure.condense(p_system smallint DEFAULT NULL,
                                              p_limit integer DEFAULT 2000,
@@ -44,9 +79,6 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_sys smallint;
     v_hours timestamptz[];
-    v_fresh timestamptz[];
-    v_ent text;
-    v_type smallint;
     v_total integer := 0;
 BEGIN
     FOR v_sys IN SELECT DISTINCT system_id FROM _measure.tier_dirty
@@ -54,23 +86,7 @@ BEGIN
         SELECT array_agg(hour_at ORDER BY hour_at) INTO v_hours
           FROM (SELECT hour_at FROM _measure.tier_dirty WHERE system_id = v_sys
                  ORDER BY hour_at LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
-        CONTINUE WHEN v_hours IS NULL;
-        -- hour tiers from interval runs only where retention kept them (_measure.fresh_hours)
-        FOR v_ent, v_type IN SELECT DISTINCT entity, type_code FROM _measure.hour_tier_column ORDER BY 1 LOOP
-            v_fresh := _measure.fresh_hours(v_sys, v_type, v_hours);
-            IF cardinality(v_fresh) > 0 THEN
-                EXECUTE format('DELETE FROM _measure.%I WHERE system_id = $1 AND hour_at = ANY ($2)', v_ent || '_hour')
-                USING v_sys, v_fresh;
-                -- (computed where the system's runs are: _measure.shard_route, 130-shard-route.sql)
-                EXECUTE format('INSERT INTO _measure.%I SELECT r.* FROM (SELECT count(*) FROM _measure.shard_route '
-                               'WHERE system_id = $1) one CROSS JOIN LATERAL _measure.%I($1, $2) r',
-                               v_ent || '_hour', v_ent || '_hour_rows')
-                USING v_sys, v_fresh;
-            END IF;
-        END LOOP;
-        PERFORM _measure.condense_upper(v_sys, v_hours, p_months);
-        DELETE FROM _measure.tier_dirty WHERE system_id = v_sys AND hour_at = ANY (v_hours);
-        v_total := v_total + cardinality(v_hours);
+        v_total := v_total + _measure.condense_hours(v_sys, v_hours, p_months);
     END LOOP;
     IF p_months THEN  -- and what earlier deferred condensing left
         PERFORM _measure.condense_pending_months(p_system);

@@ -229,8 +229,11 @@ BEGIN
                   DETAIL = jsonb_build_object('total', v_total, 'problems', v_problems)::text;
     END IF;
 
-    SELECT count(*) INTO v_hours
-      FROM (SELECT DISTINCT system_id, _measure.hour_of(from_at) FROM pg_temp._import_rows) h;
+    -- the hours this import writes: the ones it condenses (measure.import_condense)
+    DROP TABLE IF EXISTS pg_temp._import_hours;
+    CREATE TEMP TABLE _import_hours ON COMMIT DROP AS
+    SELECT DISTINCT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_rows;
+    SELECT count(*) INTO v_hours FROM pg_temp._import_hours;
     SELECT coalesce(jsonb_agg(jsonb_build_object('system_id', system_id, 'name', name,
                                                  'measurement_id', measurement_id, 'created', created)
                               ORDER BY system_id, name), '[]')
@@ -339,14 +342,24 @@ GRANT EXECUTE ON FUNCTION measure.import_store(integer, boolean) TO measure_writ
 
 -- Condense what an import marked (hours, then shifts, months and years): at most p_limit
 -- hours of the system per call, month-level rows deferred unless p_months; returns the
--- hours done (0: nothing left). The same as _measure.condense, for measure_api.
+-- hours done (0: nothing left). Only the hours the import wrote (pg_temp._import_hours,
+-- made by _measure.import_store), for measure_api.
 CREATE OR REPLACE FUNCTION measure.import_condense(p_system smallint, p_limit integer, p_months boolean)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_hours timestamptz[];
 BEGIN
     IF p_months THEN
         RETURN _measure.condense_pending_months(p_system);
     END IF;
-    RETURN _measure.condense(p_system, greatest(p_limit, 1), false);
+    -- only the hours this import wrote (marked dirty by it); what others left dirty (a live
+    -- collector's hours) stays theirs to condense
+    SELECT array_agg(hour_at ORDER BY hour_at) INTO v_hours
+      FROM (SELECT d.hour_at FROM _measure.tier_dirty d
+              JOIN pg_temp._import_hours i ON i.system_id = d.system_id AND i.hour_at = d.hour_at
+             WHERE d.system_id = p_system
+             ORDER BY d.hour_at LIMIT greatest(p_limit, 1) FOR UPDATE OF d SKIP LOCKED) x;
+    RETURN _measure.condense_hours(p_system, v_hours, false);
 END
 $$;
 REVOKE ALL ON FUNCTION measure.import_condense(smallint, integer, boolean) FROM PUBLIC;
