@@ -10,11 +10,16 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
+import io
+import json
 import re
+import sys
 from collections.abc import Callable, Iterator
-from datetime import date
-from typing import Any, TypeVar
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Annotated, Any, TypeVar
 
 import psycopg
 import typer
@@ -130,7 +135,54 @@ def print_lines(*lines: str) -> None:
 
 
 def show_table(table: Table) -> None:
-    Console(soft_wrap=True).print(table)  # made now: the width of the terminal it prints to
+    """A Rich table on stdout: as wide as the terminal, or as wide as it needs when the output
+    is not a terminal (a pipe or a file never gets a cell cut short)."""
+    console_ = Console(soft_wrap=True)  # made now: the width of the terminal it prints to
+    if not console_.is_terminal:
+        console_ = Console(soft_wrap=True, width=100_000)
+    console_.print(table)
+
+
+# ---------------------------------------------------------------- list output: text, CSV, JSON
+
+FORMATS = ("text", "csv", "json")
+FormatOption = Annotated[str, typer.Option("--format", help="text (a table), csv or json")]
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: text, csv or json")
+    return fmt
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def emit(rows: list[dict[str, Any]], columns: list[tuple[str, str]], fmt: str,
+         text: Callable[[dict[str, Any]], list[str]] | None = None) -> None:
+    """Rows as a table (text: `text(row)` gives the cells, else str of each column), CSV (the
+    column keys as the header) or JSON (a list of objects with every column)."""
+    if fmt == "json":
+        out.print_json(json.dumps([{k: _plain(r.get(k)) for k, _ in columns} for r in rows]))
+        return
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([k for k, _ in columns])
+        writer.writerows([[("" if (v := _plain(r.get(k))) is None else v) for k, _ in columns] for r in rows])
+        sys.stdout.write(buffer.getvalue())
+        return
+    table = Table(*[heading for _, heading in columns])
+    for r in rows:
+        table.add_row(*(text(r) if text else ["" if r.get(k) is None else str(r.get(k)) for k, _ in columns]))
+    show_table(table)
 
 
 # ---------------------------------------------------------------- configuration commands

@@ -27,10 +27,9 @@ from zoneinfo import ZoneInfo
 import psycopg
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
-from cli.common import database
+from cli.common import FORMATS, FormatOption, database, emit
 from core import reports
 from core import scheduler as _scheduler  # (importing it registers its reports)
 from core.database import DatabaseError
@@ -129,8 +128,11 @@ def _local(ts: datetime | None, tz: str | None = None) -> str:
 
 
 @schedule_app.command("list")
-def schedule_list() -> None:
+def schedule_list(output: FormatOption = "text") -> None:
     """The report definitions: report, parameters, schedule (local time), last run, next slot."""
+    if output not in FORMATS:
+        _err.print(f"measuredb report schedule list: --format {output!r}: use text, csv or json", markup=False)
+        raise typer.Exit(2)
     def work(url: str) -> None:
         with psycopg.connect(url) as conn:
             rows = conn.execute(
@@ -145,9 +147,8 @@ def schedule_list() -> None:
                   LEFT JOIN _measure.system ss ON d.system_id IS NULL OR ss.system_id = d.system_id
                  ORDER BY d.definition_id, ss.system_id
                 """).fetchall()
-        table = Table("definition", "report", "system", "parameters", "schedule", "outputs", "enabled",
-                      "last run", "next slot")
         now = datetime.now().astimezone()
+        listed = []
         for name, rep, system, params, cron, outputs, enabled, target, tz, last in rows:
             nxt = ""
             if tz and enabled:
@@ -155,9 +156,12 @@ def schedule_list() -> None:
                     nxt = _local(_scheduler.next_slot(cron, ZoneInfo(tz), now), tz)
                 except _scheduler.ScheduleError as exc:
                     nxt = f"bad schedule: {exc}"
-            table.add_row(name, rep, target or system, json.dumps(params), cron, outputs,
-                          "yes" if enabled else "no", last or "", nxt)
-        Console(soft_wrap=True).print(table)  # made now: the width of the terminal it prints to
+            listed.append({"definition": name, "report": rep, "system": target or system,
+                           "parameters": json.dumps(params), "schedule": cron, "outputs": outputs,
+                           "enabled": "yes" if enabled else "no", "last_run": last or "", "next_slot": nxt})
+        emit(listed, [("definition", "definition"), ("report", "report"), ("system", "system"),
+                      ("parameters", "parameters"), ("schedule", "schedule"), ("outputs", "outputs"),
+                      ("enabled", "enabled"), ("last_run", "last run"), ("next_slot", "next slot")], output)
 
     _with_database(work)
 
@@ -168,8 +172,12 @@ def schedule_runs(
     system: Annotated[str | None, typer.Option(help="only this system, e.g. \\DEMO")] = None,
     status: Annotated[str | None, typer.Option(help="running, failed or succeeded")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 20,
+    output: FormatOption = "text",
 ) -> None:
     """The latest report runs, newest first."""
+    if output not in FORMATS:
+        _err.print(f"measuredb report schedule runs: --format {output!r}: use text, csv or json", markup=False)
+        raise typer.Exit(2)
     if status not in (None, "running", "failed", "succeeded"):
         _err.print(f"measuredb report schedule runs: --status {status!r}: use running, failed or succeeded",
                    markup=False)
@@ -187,12 +195,12 @@ def schedule_runs(
                    AND (%(st)s::text IS NULL OR r.status = %(st)s)
                  ORDER BY r.run_id DESC LIMIT %(n)s
                 """, {"d": definition, "s": system, "st": status, "n": limit}).fetchall()
-        table = Table("run", "definition", "system", "slot (local)", "status", "try", "rows", "took", "error")
-        for run_id, d, sysname, slot, tz, st, attempt, nrows, error, took in rows:
-            table.add_row(str(run_id), d, sysname, _local(slot, tz), st, str(attempt),
-                          "" if nrows is None else str(nrows),
-                          "" if took is None else f"{took.total_seconds():.1f} s", error or "")
-        Console(soft_wrap=True).print(table)  # made now: the width of the terminal it prints to
+        listed = [{"run": run_id, "definition": d, "system": sysname, "slot": _local(slot, tz), "status": st,
+                   "attempt": attempt, "rows": nrows, "seconds": None if took is None else round(took.total_seconds(), 1),
+                   "error": error} for run_id, d, sysname, slot, tz, st, attempt, nrows, error, took in rows]
+        emit(listed, [("run", "run"), ("definition", "definition"), ("system", "system"), ("slot", "slot (local)"),
+                      ("status", "status"), ("attempt", "try"), ("rows", "rows"), ("seconds", "took (s)"),
+                      ("error", "error")], output)
 
     _with_database(work)
 

@@ -15,9 +15,8 @@ from datetime import timedelta
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from cli.common import connection, out, run
+from cli.common import FormatOption, check_format, connection, emit, out, run
 from core import retention
 
 retention_app = typer.Typer(no_args_is_help=True,
@@ -30,17 +29,17 @@ def _fmt_keep(keep: timedelta | None) -> str:
 
 
 @retention_app.command("show")
-def show() -> None:
+def show(output: FormatOption = "text") -> None:
     """The retention policy: how long each class is kept, its cut-off now, and what was purged."""
     def go() -> None:
+        check_format(output)
         with connection() as conn:
-            rows = retention.show(conn)
-        table = Table("class", "kept", "cut-off now", "purged before")
-        for r in rows:
-            table.add_row(r["class"], _fmt_keep(r["keep"]),
-                          r["cutoff"].isoformat(timespec="seconds") if r["cutoff"] else "-",
-                          r["purged_before"].isoformat(timespec="seconds") if r["purged_before"] else "-")
-        out.print(table)
+            rows = [{**r, "keep_days": None if r["keep"] is None else r["keep"].days} for r in retention.show(conn)]
+        emit(rows, [("class", "class"), ("keep_days", "kept"), ("cutoff", "cut-off now"),
+                    ("purged_before", "purged before")], output,
+             text=lambda r: [r["class"], _fmt_keep(r["keep"]),
+                             r["cutoff"].isoformat(timespec="seconds") if r["cutoff"] else "-",
+                             r["purged_before"].isoformat(timespec="seconds") if r["purged_before"] else "-"])
     run(go, options=OPTIONS)
 
 

@@ -22,9 +22,12 @@ from rich.table import Table
 from cli.common import (
     CONFIG_OPTIONS,
     SYSTEM_ARG_HELP,
+    FormatOption,
     UserError,
+    check_format,
     connection,
     describe_recondensed,
+    emit,
     print_lines,
     run,
     show_table,
@@ -74,17 +77,18 @@ def _cpu_types_option(spec: str) -> list[dict[str, Any]]:
 
 
 @system_app.command("list")
-def system_list() -> None:
+def system_list(output: FormatOption = "text") -> None:
     """Every system: number, time zone, OS version, CPU types, collector and data."""
     def go() -> None:
+        check_format(output)
         with connection() as conn:
             rows = configuration.systems(conn)
-        table = Table("system", "number", "time zone", "OS", "CPU types", "collector", "measurements",
-                      "first hour", "last hour")
-        for r in rows:
-            table.add_row(r["name"], str(r["number"]), r["time_zone"], r["os_version"], _cpu_types(r["cpu_types"]),
-                          r["collector"] or "-", str(r["measurements"]), _ts(r["first_hour"]), _ts(r["last_hour"]))
-        show_table(table)
+        emit(rows, [("name", "system"), ("number", "number"), ("time_zone", "time zone"), ("os_version", "OS"),
+                    ("cpu_types", "CPU types"), ("collector", "collector"), ("measurements", "measurements"),
+                    ("first_hour", "first hour"), ("last_hour", "last hour")], output,
+             text=lambda r: [r["name"], str(r["number"]), r["time_zone"], r["os_version"], _cpu_types(r["cpu_types"]),
+                             r["collector"] or "-", str(r["measurements"]), _ts(r["first_hour"]),
+                             _ts(r["last_hour"])])
     run(go, options=CONFIG_OPTIONS)
 
 

@@ -15,9 +15,17 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from cli.common import CONFIG_OPTIONS, UserError, connection, print_lines, run, show_table
+from cli.common import (
+    CONFIG_OPTIONS,
+    FormatOption,
+    UserError,
+    check_format,
+    connection,
+    emit,
+    print_lines,
+    run,
+)
 from core import configuration
 
 threshold_app = typer.Typer(no_args_is_help=True,
@@ -40,17 +48,19 @@ def _shift(shift: int | None) -> str:
 
 
 @threshold_app.command("list")
-def threshold_list(system: SYSTEM_OPT = None) -> None:
+def threshold_list(system: SYSTEM_OPT = None, output: FormatOption = "text") -> None:
     """The thresholds a system takes (its own, else the defaults), or every stored one."""
     def go() -> None:
+        check_format(output)
         with connection() as conn:
             rows = configuration.thresholds(conn, system)
-        table = Table("system", "entity", "item", "op", "limit", "shift", "in force", "source", "help")
-        for r in rows:
-            table.add_row(r["system"] or "default", r["entity"], r["item"], r["operator"], f"{r['limit']:g}",
-                          "every" if r["shift"] is None else str(r["shift"]),
-                          "yes" if r["in_force"] else ("off" if not r["enabled"] else "no"), r["source"], r["help"])
-        show_table(table)
+        emit(rows, [("system", "system"), ("entity", "entity"), ("item", "item"), ("operator", "op"),
+                    ("limit", "limit"), ("shift", "shift"), ("in_force", "in force"), ("enabled", "enabled"),
+                    ("source", "source"), ("help", "help")], output,
+             text=lambda r: [r["system"] or "default", r["entity"], r["item"], r["operator"], f"{r['limit']:g}",
+                             "every" if r["shift"] is None else str(r["shift"]),
+                             "yes" if r["in_force"] else ("off" if not r["enabled"] else "no"),
+                             "yes" if r["enabled"] else "no", r["source"], r["help"]])
     run(go, options=CONFIG_OPTIONS)
 
 

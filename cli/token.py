@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import connection, out, run
+from cli.common import check_format, connection, emit, out, run
 from core import tokens
 
 token_app = typer.Typer(no_args_is_help=True, help="Create, list or revoke API bearer tokens.")
@@ -35,11 +35,18 @@ def create(
 
 
 @token_app.command("list")
-def list_() -> None:
+def list_(output: Annotated[str | None, typer.Option("--format", help="csv or json (default: one line a "
+                                                                        "token)")] = None) -> None:
     """List tokens (names, scopes, use), never the tokens themselves."""
     def go() -> None:
+        if output is not None:
+            check_format(output)
         with connection() as conn:
             rows = tokens.list_all(conn)
+        if output in ("csv", "json"):
+            emit(rows, [("name", "name"), ("scope", "scope"), ("created_at", "created"),
+                        ("last_used_at", "last used"), ("revoked_at", "revoked")], output)
+            return
         for r in rows:
             state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
             last = f"{r['last_used_at']:%Y-%m-%d %H:%M}" if r["last_used_at"] else "never"
