@@ -166,9 +166,10 @@ def _plain(value: Any) -> Any:
 
 
 def emit(rows: list[dict[str, Any]], columns: list[tuple[str, str]], fmt: str,
-         text: Callable[[dict[str, Any]], list[str]] | None = None) -> None:
-    """Rows as a table (text: `text(row)` gives the cells, else str of each column), CSV (the
-    column keys as the header) or JSON (a list of objects with every column)."""
+         text: Callable[[dict[str, Any]], list[str]] | None = None, headings: list[str] | None = None) -> None:
+    """Rows as a table (text: `text(row)` gives the cells under `headings`, else str of each
+    column under its heading), CSV (the column keys as the header) or JSON (a list of objects
+    with every column)."""
     if fmt == "json":
         out.print_json(json.dumps([{k: _plain(r.get(k)) for k, _ in columns} for r in rows]))
         return
@@ -179,7 +180,7 @@ def emit(rows: list[dict[str, Any]], columns: list[tuple[str, str]], fmt: str,
         writer.writerows([[("" if (v := _plain(r.get(k))) is None else v) for k, _ in columns] for r in rows])
         sys.stdout.write(buffer.getvalue())
         return
-    table = Table(*[heading for _, heading in columns])
+    table = Table(*(headings or [heading for _, heading in columns]))
     for r in rows:
         table.add_row(*(text(r) if text else ["" if r.get(k) is None else str(r.get(k)) for k, _ in columns]))
     show_table(table)

@@ -59,8 +59,9 @@ def threshold_list(system: SYSTEM_OPT = None, output: FormatOption = "text") -> 
                     ("source", "source"), ("help", "help")], output,
              text=lambda r: [r["system"] or "default", r["entity"], r["item"], r["operator"], f"{r['limit']:g}",
                              "every" if r["shift"] is None else str(r["shift"]),
-                             "yes" if r["in_force"] else ("off" if not r["enabled"] else "no"),
-                             "yes" if r["enabled"] else "no", r["source"], r["help"]])
+                             "yes" if r["in_force"] else ("off" if not r["enabled"] else "no"), r["source"],
+                             r["help"]],
+             headings=["system", "entity", "item", "op", "limit", "shift", "in force", "source", "help"])
     run(go, options=CONFIG_OPTIONS)
 
 
