@@ -195,18 +195,25 @@ def health(
 
 @friendly
 def run(
-    api_port: Annotated[int, typer.Option(help="port of the API")] = 8000,
-    no_collector: Annotated[bool, typer.Option(help="start only the database and the API")] = False,
+    api_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="port of the API; default MEASUREDB_API_PORT (8000)")] = None,
+    collector: Annotated[bool, typer.Option(
+        "--collector/--no-collector", help="start the collector too (--no-collector: only the database and "
+                                           "the API)")] = True,
 ) -> None:
     """Start the whole platform: PostgreSQL, schema, collector and API. Ctrl-C stops it."""
     settings = CollectorSettings()
+    api_settings = ApiSettings()  # read (and checked) here: a bad one stops the start in one line
+    if api_port is not None:
+        api_settings = api_settings.model_copy(update={"port": api_port})
     started = time.monotonic()
     with database(settings, apply_schema=True) as url:
-        _run_platform(settings, url, started, api_port, no_collector)
+        _run_platform(settings, url, started, api_settings.host, api_settings.port, not collector)
 
 
-def _run_platform(settings: CollectorSettings, url: str, started: float, api_port: int,
+def _run_platform(settings: CollectorSettings, url: str, started: float, api_host: str, api_port: int,
                   no_collector: bool) -> None:
+    # the children read the same environment; only what the command line gave is set for them
     env = dict(os.environ, DATABASE_URL=url, MEASUREDB_API_PORT=str(api_port))
     # the collector's backfill progress as log lines between the platform's own lines
     env.setdefault("MEASUREDB_COLLECTOR_PROGRESS", "lines")
@@ -227,7 +234,8 @@ def _run_platform(settings: CollectorSettings, url: str, started: float, api_por
         # children in order (collector first, so it stores what it measured; database last).
         children["api"] = subprocess.Popen([sys.executable, "-m", "cli", "api"], env=env,
                                            start_new_session=True)
-        api_url = f"http://127.0.0.1:{api_port}"
+        shown = "127.0.0.1" if api_host in ("0.0.0.0", "::", "") else api_host
+        api_url = f"http://{f'[{shown}]' if ':' in shown else shown}:{api_port}"
         _wait_for(api_url + "/health", children["api"], timeout=60)
         data = settings.data_dir.resolve()
         out.print(

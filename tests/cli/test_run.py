@@ -26,11 +26,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(data: Path, port: int) -> subprocess.Popen:
+def start(data: Path, port: int, *, by_setting: bool = False) -> subprocess.Popen:
+    """`measuredb run` on `port`: by --api-port, or by MEASUREDB_API_PORT as the README's
+    Settings table says (`MEASUREDB_API_PORT=8100 make run`)."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(MEASUREDB_DATA_DIR=str(data), MEASUREDB_COLLECTOR_BACKFILL_DAYS="0",
                MEASUREDB_COLLECTOR_HEARTBEAT_SECONDS="1")
-    return subprocess.Popen([sys.executable, "-m", "cli", "run", "--api-port", str(port)],
+    if by_setting:
+        env["MEASUREDB_API_PORT"] = str(port)
+    return subprocess.Popen([sys.executable, "-m", "cli", "run", *([] if by_setting else ["--api-port", str(port)])],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -93,13 +97,14 @@ def test_run_health_ctrl_c_and_warm_restart(tmp_path: Path) -> None:
     assert "measuredb stopped." in out
     pgdata = data / "pg"
     assert not (pgdata / "postmaster.pid").exists()        # the embedded server stopped
-    # warm start: same data, no second default measurement
-    proc = start(data, port)
+    # warm start: same data, no second default measurement; the port from the setting
+    port = free_port()
+    proc = start(data, port, by_setting=True)
     output = Output(proc)
     wait_healthy(port, proc)
     output.wait_for("measuredb is running")
     out = ctrl_c(proc, output)
-    assert "measuredb stopped." in out
+    assert "measuredb stopped." in out and f"API            http://127.0.0.1:{port}" in out
     from core.database import start_embedded
 
     server = start_embedded(data)
