@@ -37,7 +37,7 @@ generator), so a seed gives the same counters bit for bit.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -305,6 +305,52 @@ class StepOut(NamedTuple):
     st_peak: np.ndarray  # most visits at each station (int64)
     opens: np.ndarray  # per process slot: transactions begun (dynamic file opens), or empty
     spans: np.ndarray  # $RECEIVE spans ended in the step: (server, first arrival, reply)
+
+
+_I8, _U8, _F8, _B1 = np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.float64), np.dtype(bool)
+# per structure and field: (dtype, dimensions) of an array, or int for a scalar. numba would
+# compile another version of the step for another dtype (and mixing signed and unsigned
+# integers changes its arithmetic), so the engine checks what it passes (check()).
+_LAYOUT: dict[type, dict[str, Any]] = {
+    Stages: dict(kind=(_I8, 1), io=(_I8, 1), role=(_I8, 1), anchor=(_I8, 1), dist=(_I8, 1),
+                 remote=(_I8, 1), flags=(_I8, 1), mean=(_F8, 1), prob=(_F8, 1),
+                 nbytes=(_F8, 1), q0=(_U8, 1), q1=(_U8, 1)),
+    Types: dict(first=(_I8, 1), n=(_I8, 1)),
+    Effects: dict(sel=(_I8, 1), ent=(_I8, 1), r0=(_U8, 1), r1=(_U8, 1), ctr=(_U8, 1),
+                  mode=(_U8, 1), lev=(_U8, 1), amt=(_F8, 1)),
+    Devices: dict(n_cpu=int, n_vol=int, n_line=int, n_net=int, vol_service=(_F8, 1),
+                  line_speed=(_F8, 1), net_speed=(_F8, 1), part_vol=(_I8, 1),
+                  file_of_part=(_I8, 1), line_x25=(_I8, 1), remote_cluster=(_I8, 1)),
+    Tables: dict(stages=Stages, types=Types, effects=Effects, devices=Devices, dep0=int),
+    Procs: dict(cpu=(_I8, 1), cls=(_I8, 1), cpu_map=(_I8, 1), vol_dp2=(_I8, 1),
+                tmf_by_cpu=(_I8, 1), mon_by_cpu=(_I8, 1), pathmon=int, cmon=int,
+                fo=(_I8, 2), dop=(_I8, 2)),
+    StepOut: dict(ent_off=(_I8, 1), ent_nc=(_I8, 1), ent_n=(_I8, 1), ent_soff=(_I8, 1),
+                  measured=(_B1, 1), acc=(_F8, 1), lev=(_F8, 1), st_peak=(_I8, 1),
+                  opens=(_I8, 1), spans=(_I8, 2)),
+}  # fmt: skip
+
+
+def check(x: Tables | Procs | StepOut) -> None:
+    """Raise TypeError, naming the field, if a structure for :func:`run_step` holds an
+    array of another dtype or number of dimensions, or a non-integer scalar."""
+    for name, want in _LAYOUT[type(x)].items():
+        v = getattr(x, name)
+        where = f"{type(x).__name__}.{name}"
+        if isinstance(want, type) and want in _LAYOUT:
+            if not isinstance(v, want):
+                raise TypeError(f"{where} must be a des.{want.__name__}, not {type(v).__name__}")
+            check(v)
+        elif want is int:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise TypeError(f"{where} must be an integer, not {type(v).__name__}")
+        elif not isinstance(v, np.ndarray) or (v.dtype, v.ndim) != want:
+            got = (
+                f"{v.dtype} array of {v.ndim} dimensions"
+                if isinstance(v, np.ndarray)
+                else type(v).__name__
+            )
+            raise TypeError(f"{where} must be a {want[0]} array of {want[1]} dimensions, not {got}")
 
 
 # the kernel's own working structures (built inside the step)

@@ -278,6 +278,7 @@ class Node:
             devices=self._devices(),
             dep0=des.C_PART0 + c.max_io,
         )
+        des.check(self.kernel)
         self._setup_sources()
 
     def _stage_problems(self) -> None:
@@ -614,9 +615,10 @@ class Node:
         """Simulate the step's events (des.run_step) and collect the counter contributions:
         per entity its (acc, level, peak) rows, or None when none of its slots is measured."""
         step = self._step_out()
-        nspan = des.run_step(
-            t0, t0 + W, self.rng, self.txm, self.seqc, self.kernel, self._procs(), step
-        )
+        procs = self._procs()
+        des.check(procs)
+        des.check(step)
+        nspan = des.run_step(t0, t0 + W, self.rng, self.txm, self.seqc, self.kernel, procs, step)
         if self.dyn_opens:
             self._opens_step = step.opens
         out = self._spread(step)

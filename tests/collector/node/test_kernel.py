@@ -144,6 +144,35 @@ def test_completed_transactions_bump_terminal_line_and_stats():
     assert h.total("line", "TRANSACTIONS").sum() == want_tx.sum()
 
 
+# ------------------------------------------------------------------- the step's inputs
+def test_step_inputs_are_checked_by_name():
+    """run_step takes named structures; des.check names the field that does not fit."""
+    n = Node("demo", "demo", seed=1, start_us=START_US)
+    des.check(n.kernel)
+    st = n.kernel.stages
+    bad = n.kernel._replace(stages=st._replace(q0=st.q0.astype(np.int64)))
+    with pytest.raises(TypeError, match=r"^Stages\.q0 must be a uint64 array of 1 dim"):
+        des.check(bad)
+    with pytest.raises(TypeError, match=r"^Tables\.devices must be a des\.Devices, not tuple"):
+        des.check(n.kernel._replace(devices=tuple(n.kernel.devices)))
+    procs = n._procs()
+    des.check(procs)
+    with pytest.raises(TypeError, match=r"^Procs\.pathmon must be an integer, not float"):
+        des.check(procs._replace(pathmon=1.5))
+    with pytest.raises(
+        TypeError, match=r"^Procs\.fo must be a int64 array of 2 dim.*not int64 array of 1"
+    ):
+        des.check(procs._replace(fo=procs.fo[0]))
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'dop'"):
+        des.Procs(*procs[:-1])
+    n.measure_all()
+    n.advance(START_US + MIN)  # the engine checks what it passes, every step
+    step = n._step_out()
+    des.check(step)
+    with pytest.raises(TypeError, match=r"^StepOut\.measured must be a bool array"):
+        des.check(step._replace(measured=step.measured.astype(np.int64)))
+
+
 # ------------------------------------------------------------------- checkpoints
 class DigestHooks(RecordingHooks):
     """Keeps a digest of every bump, in order."""
