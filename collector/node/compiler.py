@@ -237,7 +237,7 @@ def compile_types(
         tt.stages = fold_never(tt.stages)
     stages = [s for tt in types for s in tt.stages]
     sc = _stage_columns(types, stages, scaled_types, topo.cpu_factor)
-    type_flag = {f: _first_flag(sc, sc.flag[f]) for f in ("read_done", "reply", "begin", "commit")}
+    typ = _type_table(sc)
     type_iofile, max_io = _io_files(types, file_index, topo)
     rows = _effect_rows(stages, tables)
     g_of = rows[:, 0].astype(np.int64)
@@ -248,21 +248,7 @@ def compile_types(
     grp = _effect_groups(g_of[order], ef_sel[order], ef_ent[order], len(stages))
     if not np.isfinite(amt).all():
         raise ValueError("effect amounts must be finite numbers")
-    srv_first, srv_last = _server_visits(sc)
     maxq_of = _maxq(tables)
-    typ = np.stack(
-        [
-            np.array(sc.first, dtype=np.int64),
-            np.array(sc.count, dtype=np.int64),
-            type_flag["read_done"],
-            type_flag["reply"],
-            type_flag["begin"],
-            type_flag["commit"],
-            srv_first,
-            srv_last,
-        ],
-        axis=1,
-    ).astype(np.int64)
     q_sel, q_ent, q_r0, q_r1, g_q0, g_q1 = grp
     return Compiled(
         types=types,
@@ -351,6 +337,26 @@ def _stage_columns(
             for f in ("begin", "commit", "reply", "read_done")
         },
     )
+
+
+def _type_table(sc: _StageCols) -> np.ndarray:
+    """(types x des.T_*): first stage, stages, and the stages (counted from the type's first,
+    -1 none) that end the read, reply, BEGIN, commit, and the first and last server visits."""
+    flag = {f: _first_flag(sc, sc.flag[f]) for f in ("read_done", "reply", "begin", "commit")}
+    srv_first, srv_last = _server_visits(sc)
+    return np.stack(
+        [
+            np.array(sc.first, dtype=np.int64),
+            np.array(sc.count, dtype=np.int64),
+            flag["read_done"],
+            flag["reply"],
+            flag["begin"],
+            flag["commit"],
+            srv_first,
+            srv_last,
+        ],
+        axis=1,
+    ).astype(np.int64)
 
 
 def _first_flag(sc: _StageCols, arr: np.ndarray) -> np.ndarray:
