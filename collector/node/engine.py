@@ -22,7 +22,6 @@ bumped whole in the step the transaction completes.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import zoneinfo
 from dataclasses import dataclass
@@ -32,81 +31,14 @@ import numpy as np
 
 from collector.node import des
 from collector.node import workload as wl
+from collector.node.compiler import ENTITIES, R, build_streams, compile_types
+from collector.node.extras import Extras
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
 from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
-from collector.node.workload import Stage, Stream, TxnType, WorkloadSpec, load_workload
-from core.catalog import (
-    KIND_BUSY,
-    KIND_MAXQ,
-    KIND_QBUSY,
-    KIND_SNAPSHOT,
-    load_catalog,
-)
+from collector.node.workload import WorkloadSpec, load_workload
+from core.catalog import KIND_BUSY, KIND_QBUSY, KIND_SNAPSHOT, load_catalog
 
 __all__ = ["Node"]
-
-K_CPU, K_DISC, K_LIN, K_LOUT, K_NOUT, K_NIN, K_DELAY = range(7)
-KIND_CODE = {
-    "cpu": K_CPU,
-    "disc": K_DISC,
-    "line_in": K_LIN,
-    "line_out": K_LOUT,
-    "net_out": K_NOUT,
-    "net_in": K_NIN,
-    "delay": K_DELAY,
-}
-ROLES = [
-    "none",
-    "tcp",
-    "server",
-    "linehandler",
-    "hls",
-    "tmp",
-    "pathmon",
-    "cmon",
-    "dp2",
-    "self",
-    "other",
-]
-R = {r: i for i, r in enumerate(ROLES)}
-SELECTORS = [
-    "proc",
-    "cpu",
-    "opener",
-    "dp2cpu",
-    "disc",
-    "file",
-    "discopen",
-    "terminal",
-    "line",
-    "netline",
-    "system",
-    "cluster",
-    "tmf",
-    "tcp",
-    "server",
-    "linehandler",
-    "hls",
-    "tcpcpu",
-    "x25line",
-]
-S = {s: i for i, s in enumerate(SELECTORS)}
-M_DONE, M_SKIP, M_SVC, M_SYS, M_RESP = range(5)
-MODE = {"done": M_DONE, "skipped": M_SKIP, "svc": M_SVC, "sys": M_SYS, "resp": M_RESP}
-N_CLASSES = 3
-ENTITIES = (
-    "cpu",
-    "process",
-    "file",
-    "discopen",
-    "disc",
-    "line",
-    "netline",
-    "system",
-    "cluster",
-    "terminal",
-    "tmf",
-)
 
 
 @dataclass
@@ -152,8 +84,6 @@ class Node:
         self._compile()
         self._init_txns()
         # USERDEF, PROCESSH and DEVICE entities (collector/node/extras.py; 3 hooks in this file)
-        from collector.node.extras import Extras
-
         self._extras = Extras(self)
 
     # ------------------------------------------------------------------------------ tables
@@ -323,70 +253,47 @@ class Node:
 
     # ----------------------------------------------------------------------------- compile
     def _compile(self) -> None:
-        t = self.topo
-        cat = self.catalog
-        self.streams: list[Stream] = []
-        problems = [w.problems for w in self.workloads]
-        scaled_types: set[int] = set()
-        types: list[TxnType] = []
-        for w in self.workloads:
-            if w.kind == "debitcredit":
-                tt = wl.build_debitcredit(w)
-                src = f"terminals:{w.terminals}"
-            elif w.kind == "rds":
-                tt, scaled = wl.build_rds(w, t.cpu_type)
-                if scaled:
-                    scaled_types.update(range(len(types), len(types) + len(tt)))
-                src = f"terminals:{w.terminals}"
-            else:
-                tt = wl.build_custom(w)
-                src = f"process:{w.process}" if w.process else f"terminals:{w.terminals}"
-            self.streams.append(
-                Stream(w.name, tt, w.tps, src, w.server_class, w.shape.profile, w.shape.weekday)
-            )
-            types += tt
-            for b in w.batch:
-                bt = wl.batch_types(b)
-                self.streams.append(
-                    Stream(
-                        f"batch:{b.process}",
-                        [bt],
-                        b.blocks_per_s,
-                        f"process:{b.process}",
-                        None,
-                        [1.0] * 24,
-                        [1.0] * 7,
-                        hours=b.hours,
-                        days=frozenset(wl.WEEKDAYS.index(d) for d in b.days),
-                    )
-                )
-                types.append(bt)
-            pp = w.problems.polling_process
-            if pp is not None:
-                pt = wl.polling_type()
-                self.streams.append(
-                    Stream(
-                        f"polling:{pp.process}",
-                        [pt],
-                        pp.busy / 0.005 / t.cpu_factor,
-                        f"process:{pp.process}",
-                        None,
-                        [1.0] * 24,
-                        [1.0] * 7,
-                    )
-                )
-                types.append(pt)
+        """The workloads compiled: arrival streams, staged problems, the kernel's tables
+        (:mod:`collector.node.compiler`), the arrivals' sources."""
+        self.streams, types, scaled_types = build_streams(self.workloads, self.topo)
         first_day = dt.datetime.fromtimestamp(self.now_us / 1e6, tz=self.tz).date()
         self.shapes = {w.name: w.shape.anchored(first_day) for w in self.workloads}
-        self.problems = problems
-        # batch at the wrong priority
+        self._stage_problems()
+        c = compile_types(types, scaled_types, self.topo, self.tables, self.file_index)
+        self.types = c.types
+        self.typ = c.typ
+        self.max_len = c.max_len
+        self.max_io = c.max_io
+        self.type_iofile = c.type_iofile
+        self.remote_p = c.remote_p
+        self.ucols = c.ucols
+        self.ent_nu = c.ent_nu
+        self.kind_of = c.kind_of
+        self.maxq_of = c.maxq_of
+        self._peak_cols = c.peak_cols
+        self.kernel = des.Tables(
+            stages=c.stages,
+            types=c.ktypes,
+            effects=c.effects,
+            devices=self._devices(),
+            dep0=des.C_PART0 + c.max_io,
+        )
+        des.check(self.kernel)
+        self._setup_sources()
+
+    def _stage_problems(self) -> None:
+        """The workloads' staged problems (Table 1 of "Performance Considerations for
+        Application Processes"): batch at the wrong priority, dynamic file opens, a hot disc;
+        and the state of dynamic server creation."""
+        t = self.topo
+        self.problems = [w.problems for w in self.workloads]
         for w in self.workloads:
             if w.problems.batch_priority is not None:
                 for b in w.batch:
                     s = self._proc_by_name(b.process)
                     self.tables["process"].ids["priority"][s] = w.problems.batch_priority
                     self.p_class[s] = proc_class(w.problems.batch_priority)
-        self.dyn_opens = any(p.dynamic_file_opens for p in problems)
+        self.dyn_opens = any(p.dynamic_file_opens for p in self.problems)
         self._quiet_us = 0
         self.delete_delay_us = 600_000_000
         self._opens_step = None
@@ -400,308 +307,39 @@ class Node:
                         f"{w.problems.hot_disc.volume} is not a volume of this node"
                     )
                 self.hot = (names.index(w.problems.hot_disc.volume), w.problems.hot_disc.share)
-        self.types = types
-        # stage arrays
-        st: list[Stage] = []
-        first, count = [], []
-        for ti, tt in enumerate(types):
-            stages = self._fold_never(tt.stages)
-            tt.stages = stages
-            first.append(len(st))
-            count.append(len(stages))
-            st += stages
-        g_type = np.repeat(np.arange(len(types)), count)
-        self.type_first = np.array(first, dtype=np.int64)
-        self.type_n = np.array(count, dtype=np.int64)
-        self.type_w = [tt.weight for tt in types]
-        ng = len(st)
-        self.st_kind = np.array([KIND_CODE[s.kind] for s in st], dtype=np.int64)
-        role, anchor = [], []
-        for s in st:
-            if s.role.startswith("none@"):
-                role.append(R["none"])
-                anchor.append(R[s.role[5:]])
-            else:
-                role.append(R[s.role] if s.role else R["none"])
-                anchor.append(R[s.role] if s.role else R["none"])
-        self.st_role = np.array(role, dtype=np.int64)
-        self.st_anchor = np.array(anchor, dtype=np.int64)
-        factor = np.array([1.0 if g_type[g] in scaled_types else t.cpu_factor for g in range(ng)])
-        # CPU and delay: ms -> µs (CPU scaled by the processor factor); disc: multiple of the
-        # volume's mean physical I/O time; lines: computed from bytes and line speed
-        self.st_mean = np.array([s.ms * (1.0 if s.kind == "disc" else 1000.0) for s in st])
-        self.st_mean *= np.where(self.st_kind == K_CPU, factor, 1.0)
-        self.st_dist = np.array([{"exp": 0, "const": 1, "uniform": 2, "uniform0": 3}[s.dist] for s in st])
-        self.st_prob = np.array([s.prob for s in st])
-        self.st_remote = np.array(["remote" in s.flags for s in st])
-        self.st_io = np.array([s.io for s in st], dtype=np.int64)
-        self.st_write = np.array([s.op == "write" for s in st])
-        self.st_bytes = np.array([s.bytes for s in st], dtype=float)
-        self.st_begin = np.array(["begin" in s.flags for s in st])
-        self.st_commit = np.array(["commit" in s.flags for s in st])
-        self.st_reply = np.array(["reply" in s.flags for s in st])
-        self.st_readdone = np.array(["read_done" in s.flags for s in st])
-        self.st_comp = [s.component for s in st]
 
-        def first_flag(arr):
-            out = np.full(len(types), -1, dtype=np.int64)
-            for ti in range(len(types)):
-                hits = np.flatnonzero(arr[first[ti] : first[ti] + count[ti]])
-                if hits.size:
-                    out[ti] = hits[0]
-            return out
-
-        self.type_readdone = first_flag(self.st_readdone)
-        self.type_reply = first_flag(self.st_reply)
-        self.type_begin = first_flag(self.st_begin)
-        self.type_commit = first_flag(self.st_commit)
-        self.max_len = int(max(count)) + 1
-        self.remote_p = np.zeros(len(types))
-        for ti, tt in enumerate(types):
-            self.remote_p[ti] = max([s.prob for s in tt.stages if "remote" in s.flags] or [0.0])
-        # I/O group -> file index per type
-        max_io = max([len(tt.io_files) for tt in types] + [1])
-        self.type_iofile = np.full((len(types), max_io), -1, dtype=np.int64)
-        for ti, tt in enumerate(types):
-            for gi, fname in enumerate(tt.io_files):
-                if fname not in self.file_index:
-                    raise ValueError(
-                        f"transaction type {tt.name}: file {fname} is not defined in "
-                        f"node {t.system_name} ({t.source}) files:"
-                    )
-                self.type_iofile[ti, gi] = self.file_index[fname]
-        self.max_io = max_io
-        # effects
-        ent_code = {e: i for i, e in enumerate(ENTITIES)}
-        rows: list[tuple] = []
-        for g, s in enumerate(st):
-            eff = list(s.effects)
-            k = s.kind
-            has_file = s.io >= 0 and k in ("cpu", "disc")
-            if k == "cpu":
-                eff += [
-                    ("cpu", "cpu", "CPU-BUSY-TIME", 1, "svc"),
-                    ("cpu", "cpu", "CPU-QTIME", 1, "sys"),
-                    ("cpu", "cpu", "DISPATCHES", 1, "done"),
-                ]
-                if not s.role.startswith("none@") and s.role:
-                    eff += [
-                        ("process", "proc", "CPU-BUSY-TIME", 1, "svc"),
-                        ("process", "proc", "READY-TIME", 1, "sys"),
-                        ("process", "proc", "DISPATCHES", 1, "done"),
-                    ]
-            elif k == "disc":
-                rw = "WRITE" if s.op == "write" else "READ"
-                eff += [
-                    ("disc", "disc", "REQUEST-QTIME", 1, "sys"),
-                    ("disc", "disc", "DEVICE-QBUSY-TIME", 1, "svc"),
-                    ("disc", "disc", f"{rw}-QTIME", 1, "sys"),
-                    ("disc", "disc", f"{rw}-QBUSY-TIME", 1, "svc"),
-                ]
-            elif k in ("line_in", "line_out"):
-                eff += [
-                    (
-                        "line",
-                        "line",
-                        "READ-BUSY-TIME" if k == "line_in" else "WRITE-BUSY-TIME",
-                        1,
-                        "svc",
-                    )
-                ]
-            elif k in ("net_out", "net_in"):
-                eff += [
-                    (
-                        "netline",
-                        "netline",
-                        "WRITE-BUSY-TIME" if k == "net_out" else "READ-BUSY-TIME",
-                        1,
-                        "svc",
-                    )
-                ]
-            elif k == "delay" and "remote" in s.flags:
-                eff += [
-                    ("system", "system", "LINK-TIME", 1, "sys"),
-                    ("cluster", "cluster", "LINK-TIME", 1, "sys"),
-                ]
-            if has_file:
-                eff += [("file", "file", "FILE-BUSY-TIME", 1, "sys")]
-            for ent, sel, ctr, amount, when in eff:
-                ed = cat.entity(ent)
-                if ctr not in ed or amount == 0:
-                    continue
-                rows.append((g, ent_code[ent], S[sel], ed.index(ctr), float(amount), MODE[when]))
-        rows.sort(key=lambda r: r[0])
-        E = np.array(rows, dtype=float).reshape(-1, 6)
-        self.ef_ent = E[:, 1].astype(np.int64)
-        self.ef_sel = E[:, 2].astype(np.int64)
-        self.ef_ctr = E[:, 3].astype(np.int64)
-        self.ef_amt = E[:, 4]
-        self.ef_mode = E[:, 5].astype(np.int64)
-        g_of = E[:, 0].astype(np.int64)
-        self.ef_g = g_of
-        self.eff_n = np.bincount(g_of, minlength=ng).astype(np.int64)
-        self.eff_start = np.concatenate([[0], np.cumsum(self.eff_n)[:-1]]).astype(np.int64)
-        self.sel_used = sorted(set(self.ef_sel.tolist()))
-        # kind masks per entity
-        self.kind_of = {e: self.tables[e].entity.kinds for e in ENTITIES}
-        self.maxq_of: dict[str, list[tuple[int, int]]] = {}
-        for e in ENTITIES:
-            ed = self.tables[e].entity
-            self.maxq_of[e] = [
-                (c.position, ed.index(c.max_of))
-                for c in ed.counters
-                if c.kind_code == KIND_MAXQ and c.max_of and c.max_of in ed
-            ]
-        # compiled tables for the event loop (des.py): stages, types, effect rows
-        order = np.lexsort((self.ef_ent, self.ef_sel, g_of))  # by stage, selector, entity
-        lev_flag = np.zeros(order.size, dtype=np.int64)
-        seen: set[tuple] = set()
-        for j, r in enumerate(order.tolist()):
-            key = (
-                int(g_of[r]),
-                int(self.ef_ent[r]),
-                int(self.ef_sel[r]),
-                int(self.ef_ctr[r]),
-                int(self.ef_mode[r]),
-            )
-            if key[4] in (M_SVC, M_SYS) and key not in seen:  # a level counts a visit once
-                seen.add(key)
-                lev_flag[j] = 1
-        self.ef_tab = (
-            np.stack(
-                [
-                    self.ef_ent[order],
-                    self.ef_sel[order],
-                    self.ef_ctr[order],
-                    self.ef_mode[order],
-                    lev_flag,
-                ],
-                axis=1,
-            )
-            .astype(np.int64)
-            .reshape(-1, 5)
+    def _devices(self) -> des.Devices:
+        """The node's stations and resources as the kernel sees them (fixed for its life)."""
+        t = self.topo
+        return des.Devices(
+            n_cpu=t.n_cpus,
+            n_vol=len(t.volumes),
+            n_line=len(t.lines),
+            n_net=len(t.netlines),
+            vol_service=self.vol_service,
+            line_speed=self.line_speed,
+            net_speed=self.net_speed,
+            part_vol=self.part_vol,
+            file_of_part=self.topo_file_of_part,
+            line_x25=self.line_x25_i,
+            remote_cluster=self.remote_cluster,
         )
-        self.ef_tab_amt = np.ascontiguousarray(self.ef_amt[order], dtype=float)
-        # the kernel accumulates into a compact layout: per entity only the counters some
-        # effect row bumps (a third of the counters), so its working set stays in cache;
-        # _run_jobs spreads them back to the entity's full counter rows
-        self.ucols: list[np.ndarray] = []
-        for ei in range(len(ENTITIES)):
-            used = np.unique(self.ef_tab[self.ef_tab[:, des.E_ENT] == ei, des.E_CTR])
-            self.ucols.append(used.astype(np.int64))
-            if used.size:
-                pos = np.searchsorted(used, self.ef_tab[:, des.E_CTR])
-                sel = self.ef_tab[:, des.E_ENT] == ei
-                self.ef_tab[sel, des.E_CTR] = pos[sel]
-        self.ent_nu = np.array([u.size for u in self.ucols], dtype=np.int64)
-        # groups of rows with one (stage, selector, entity): one slot lookup per group
-        gk = np.stack([g_of[order], self.ef_sel[order], self.ef_ent[order]], axis=1)
-        brk = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]).any(axis=1)]) if gk.size else []
-        r0 = np.asarray(brk, dtype=np.int64)
-        r1 = np.r_[r0[1:], len(order)].astype(np.int64)
-        self.ef_grp = np.stack([gk[r0, 1], gk[r0, 2], r0, r1], axis=1).astype(np.int64)
-        grp_n = np.bincount(gk[r0, 0], minlength=ng).astype(np.int64)
-        grp_start = np.concatenate([[0], np.cumsum(grp_n)[:-1]]).astype(np.int64)
-        # the same tables as 1D arrays for the kernel's flush
-        self.k_g_q0 = np.ascontiguousarray(grp_start, dtype=np.uint64)
-        self.k_g_q1 = np.ascontiguousarray(grp_start + grp_n, dtype=np.uint64)
-        self.k_q_sel = np.ascontiguousarray(self.ef_grp[:, 0])
-        self.k_q_ent = np.ascontiguousarray(self.ef_grp[:, 1])
-        # (row bounds, counters, modes and level flags unsigned: the kernel indexes with them)
-        self.k_q_r0 = np.ascontiguousarray(self.ef_grp[:, 2], dtype=np.uint64)
-        self.k_q_r1 = np.ascontiguousarray(self.ef_grp[:, 3], dtype=np.uint64)
-        self.k_r_ctr = np.ascontiguousarray(self.ef_tab[:, des.E_CTR], dtype=np.uint64)
-        self.k_r_mode = np.ascontiguousarray(self.ef_tab[:, des.E_MODE], dtype=np.uint64)
-        self.k_r_lev = np.ascontiguousarray(self.ef_tab[:, des.E_LEV], dtype=np.uint64)
-        if not np.isfinite(self.ef_tab_amt).all():
-            raise ValueError("effect amounts must be finite numbers")
-        srv_role = self.st_role == R["server"]
-        self.stg = np.stack(
-            [
-                self.st_kind,
-                self.st_role,
-                self.st_anchor,
-                self.st_io,
-                self.st_dist,
-                self.st_begin.astype(np.int64),
-                self.st_commit.astype(np.int64),
-                self.st_remote.astype(np.int64),
-                grp_start,
-                grp_n,
-            ],
-            axis=1,
-        ).astype(np.int64)
-        srv_first = np.full(len(types), -1, dtype=np.int64)
-        srv_last = np.full(len(types), -1, dtype=np.int64)
-        for ti in range(len(types)):
-            hits = np.flatnonzero(srv_role[first[ti] : first[ti] + count[ti]])
-            if hits.size:
-                srv_first[ti], srv_last[ti] = hits[0], hits[-1]
-        self.typ = np.stack(
-            [
-                self.type_first,
-                self.type_n,
-                self.type_readdone,
-                self.type_reply,
-                self.type_begin,
-                self.type_commit,
-                srv_first,
-                srv_last,
-            ],
-            axis=1,
-        ).astype(np.int64)
-        # per-stage columns and flags for the kernel (des.SF_*)
-        sflags = np.zeros(ng, dtype=np.int64)
-        for ti in range(len(types)):
-            f0, n_t = first[ti], count[ti]
-            for bit, k in (
-                (des.SF_RD, self.type_readdone[ti]),
-                (des.SF_RP, self.type_reply[ti] - 1),
-                (des.SF_BG, self.type_begin[ti]),
-                (des.SF_CM, self.type_commit[ti]),
-                (des.SF_SRV_LAST, srv_last[ti]),
-                (des.SF_SRV_FIRST, srv_first[ti]),
-                (des.SF_LAST, n_t - 1),
-            ):
-                if 0 <= k < n_t and (bit != des.SF_SRV_FIRST or srv_role[f0 + k]):
-                    sflags[f0 + k] |= bit
-        self.k_st = tuple(
-            np.ascontiguousarray(self.stg[:, c])
-            for c in (des.G_KIND, des.G_IO, des.G_ROLE, des.G_ANCHOR, des.G_DIST, des.G_REMOTE)
-        ) + (sflags,)
-        self.k_ty_first = np.ascontiguousarray(self.typ[:, des.T_FIRST])
-        self.k_ty_n = np.ascontiguousarray(self.typ[:, des.T_N])
-        self.st_mean = np.ascontiguousarray(self.st_mean, dtype=float)
-        self.st_prob = np.ascontiguousarray(self.st_prob, dtype=float)
-        self.st_bytes = np.ascontiguousarray(self.st_bytes, dtype=float)
-        # queue peaks (max-queue twins) come from the stations: CPU ready lists, disc queues
-        self._peak_cols = {}
-        for e, qname in (("cpu", "CPU-QTIME"), ("disc", "REQUEST-QTIME")):
-            ed = self.tables[e].entity
-            if qname in ed and any(q == ed.index(qname) for _, q in self.maxq_of[e]):
-                self._peak_cols[e] = ed.index(qname)
-        # sources: terminals and server classes
-        self._setup_sources()
 
-    @staticmethod
-    def _fold_never(stages: list[Stage]) -> list[Stage]:
-        """Drop visits that never happen (probability 0, e.g. reads of a cached file): their
-        "skipped" effects (cache hits) move to the preceding visit, which always happens."""
-        out: list[Stage] = []
-        for s in stages:
-            if s.prob == 0.0 and "remote" not in s.flags and out and out[-1].prob == 1.0:
-                prev = out[-1]
-                moved = tuple(
-                    (e, sel, c, a, "done") for e, sel, c, a, w in s.effects if w == "skipped"
-                )
-                if prev.io != s.io:
-                    moved = tuple(
-                        x for x in moved if x[1] not in ("disc", "discopen", "file", "dp2cpu")
-                    )
-                out[-1] = dataclasses.replace(prev, effects=prev.effects + moved)
-                continue
-            out.append(s)
-        return out
+    def _procs(self) -> des.Procs:
+        """The processes and CPUs as the kernel sees them (they change as processes start and
+        stop and CPUs fail: built per step)."""
+        return des.Procs(
+            cpu=self.tables["process"].cpu,
+            cls=self.p_class,
+            cpu_map=self.cpu_map,
+            vol_dp2=self.vol_dp2,
+            tmf_by_cpu=self.tmf_by_cpu,
+            mon_by_cpu=self.mon_by_cpu,
+            pathmon=self.static["pathmon"],
+            cmon=self.static["cmon"],
+            fo=self.fo,
+            dop=self.dop,
+        )
 
     def _proc_by_name(self, name: str) -> int:
         P = self.tables["process"]
@@ -974,10 +612,28 @@ class Node:
             self._extras.after_step(t0, W, out)
 
     def _run_jobs(self, t0: int, W: int):
-        """Simulate the step's events (des.run_step) and collect the counter contributions."""
-        t1 = t0 + W
+        """Simulate the step's events (des.run_step) and collect the counter contributions:
+        per entity its (acc, level, peak) rows, or None when none of its slots is measured."""
+        step = self._step_out()
+        procs = self._procs()
+        des.check(procs)
+        des.check(step)
+        nspan = des.run_step(t0, t0 + W, self.rng, self.txm, self.seqc, self.kernel, procs, step)
+        if self.dyn_opens:
+            self._opens_step = step.opens
+        out = self._spread(step)
+        self._recv_queue(out, step.spans[:nspan], t0, W)
+        fin = self.txm[:, des.C_PH] == 3
+        if fin.any():
+            self._complete(np.flatnonzero(fin), t0, W, out)
+            self._keep(~fin)
+        self._tmf_level(out)
+        return out
+
+    def _step_out(self) -> des.StepOut:
+        """The step's entity layout in the kernel's compact accumulators (per entity its
+        slots x its used counters, one after the other) and its empty outputs."""
         t = self.topo
-        P = self.tables["process"]
         ne = len(ENTITIES)
         ent_n = np.zeros(ne, dtype=np.int64)
         ent_nc = np.zeros(ne, dtype=np.int64)
@@ -992,38 +648,34 @@ class Node:
             meas.append(T.alive[: T.n] & (T.xptr[: T.n] >= 0))
             off += T.n * nu
             soff += T.n
-        measured = np.concatenate(meas)
-        acc = np.zeros(off)
-        lev = np.zeros(off)
         n_st = t.n_cpus + len(t.volumes) + 2 * len(t.lines) + 2 * len(t.netlines)
-        st_peak = np.zeros(n_st, dtype=np.int64)
-        opens = np.zeros(P.n if self.dyn_opens else 0, dtype=np.int64)
-        spans = np.empty((self.txm.shape[0], 3), dtype=np.int64)
-        nspan = des.run_step(
-            t0, t1, self.rng, self.txm, self.seqc,
-            *self.k_st, self.st_mean, self.st_prob, self.st_bytes,
-            self.k_ty_first, self.k_ty_n,
-            P.cpu, self.p_class, self.cpu_map, self.vol_dp2, self.tmf_by_cpu, self.mon_by_cpu,
-            self.static["pathmon"], self.static["cmon"],
-            self.part_vol, self.vol_service, self.line_speed, self.net_speed,
-            t.n_cpus, len(t.volumes), len(t.lines), len(t.netlines),
-            self.k_g_q0, self.k_g_q1, self.k_q_sel, self.k_q_ent, self.k_q_r0, self.k_q_r1,
-            self.k_r_ctr, self.k_r_mode, self.k_r_lev, self.ef_tab_amt,
-            ent_off, ent_nc, ent_n, ent_soff, measured, acc, lev,
-            self.topo_file_of_part, self.fo, self.dop, self.line_x25_i, self.remote_cluster,
-            st_peak, opens, spans, self.c_dep0,
-        )  # fmt: skip
-        if self.dyn_opens:
-            self._opens_step = opens
+        return des.StepOut(
+            ent_off=ent_off,
+            ent_nc=ent_nc,
+            ent_n=ent_n,
+            ent_soff=ent_soff,
+            measured=np.concatenate(meas),
+            acc=np.zeros(off),
+            lev=np.zeros(off),
+            st_peak=np.zeros(n_st, dtype=np.int64),
+            opens=np.zeros(self.tables["process"].n if self.dyn_opens else 0, dtype=np.int64),
+            spans=np.empty((self.txm.shape[0], 3), dtype=np.int64),
+        )
+
+    def _spread(self, step: des.StepOut) -> dict:
+        """Each measured entity's full counter rows from the kernel's compact accumulators,
+        with the queue peaks the stations saw."""
+        t = self.topo
         out: dict = {e: None for e in ENTITIES}
         for ei, e in enumerate(ENTITIES):
-            if not meas[ei].any():
+            n, o, so = int(step.ent_n[ei]), int(step.ent_off[ei]), int(step.ent_soff[ei])
+            if not step.measured[so : so + n].any():
                 continue
-            n, o = int(ent_n[ei]), int(ent_off[ei])
             a, lv, pk = self._out_buffers(e, n)
-            des.spread(acc, lev, o, self.ucols[ei], a, lv, pk)
+            des.spread(step.acc, step.lev, o, self.ucols[ei], a, lv, pk)
             c = self._peak_cols.get(e)
             if self.peaks and c is not None:
+                st_peak = step.st_peak
                 if e == "cpu":
                     pk[:, c] = np.maximum(pk[:, c], st_peak[: t.n_cpus][:n])
                 else:  # disc: the primary path's record carries the volume's queue
@@ -1031,21 +683,19 @@ class Node:
                     d0 = t.n_cpus
                     pk[0 : 2 * nv : 2, c] = np.maximum(pk[0 : 2 * nv : 2, c], st_peak[d0 : d0 + nv])
             out[e] = [a, lv, pk]
-        self._recv_queue(out, spans[:nspan], t0, W)
-        fin = self.txm[:, des.C_PH] == 3
-        if fin.any():
-            self._complete(np.flatnonzero(fin), t0, W, out)
-            self._keep(~fin)
-        # TMF level: transactions begun and not yet committed
-        if out.get("tmf") is not None:
-            T = self.tables["tmf"]
-            if "HOME-TRANS-QTIME" in T.entity:
-                c = T.entity.index("HOME-TRANS-QTIME")
-                lv = self.txm[:, des.C_T_BEGIN] > 0
-                cnt = np.bincount(self.txm[lv, des.C_TMF_CPU], minlength=T.n)[: T.n]
-                out["tmf"][1][:, c] += cnt
-                out["tmf"][2][:, c] = np.maximum(out["tmf"][2][:, c], out["tmf"][1][:, c])
         return out
+
+    def _tmf_level(self, out: dict) -> None:
+        """TMF level: transactions begun and not yet committed, per committing CPU."""
+        if out.get("tmf") is None:
+            return
+        T = self.tables["tmf"]
+        if "HOME-TRANS-QTIME" in T.entity:
+            c = T.entity.index("HOME-TRANS-QTIME")
+            lv = self.txm[:, des.C_T_BEGIN] > 0
+            cnt = np.bincount(self.txm[lv, des.C_TMF_CPU], minlength=T.n)[: T.n]
+            out["tmf"][1][:, c] += cnt
+            out["tmf"][2][:, c] = np.maximum(out["tmf"][2][:, c], out["tmf"][1][:, c])
 
     def _out_buffers(self, e: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The step's (acc, level, peak) rows of entity ``e``: buffers kept from step to step

@@ -158,6 +158,8 @@ def plot_sweep(
     """Response time (average and 95th percentile) against throughput, one line pair per
     node, as the VLX article's Figure 6 draws it (saturated points left out); ``target_s``: a
     dashed response goal."""
+    # imported here: matplotlib is heavy (about half a second) and only this plot needs it;
+    # the Agg backend must be chosen before pyplot is imported
     import matplotlib
 
     matplotlib.use("Agg")

@@ -381,168 +381,216 @@ def load_node(name_or_path: str | Path) -> Topology:
 
 def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
     """Check cross references and spell the compact spec out into a :class:`Topology`."""
-    ncpu = spec.processor.cpus
+    return _Expander(spec, source).run()
 
-    def bad(where: str, why: str) -> NodeFileError:
-        return NodeFileError(source, where, why)
 
-    def cpu_ok(v: int, where: str) -> int:
-        if not 0 <= v < ncpu:
-            raise bad(where, f"CPU {v} does not exist (this node has CPUs 0..{ncpu - 1})")
+class _Expander:
+    """One expansion of a node spec: the parts in order (discs, system processes, lines,
+    Expand, files, PATHWAY, other processes, PROCESSH, tapes), sharing the round-robin CPU
+    counter of ``cpu: rr`` placements."""
+
+    def __init__(self, spec: NodeSpec, source: str) -> None:
+        self.spec = spec
+        self.source = source
+        self.ncpu = spec.processor.cpus
+        self.rr = 0
+        self.volume_names: set[str] = set()
+        self.topo = Topology(
+            source=source,
+            system_name=spec.system.name,
+            system_number=spec.system.number,
+            time_zone=spec.system.time_zone,
+            cpu_type=spec.processor.type,
+            cpu_factor=PROCESSOR_TYPES[spec.processor.type],
+            n_cpus=self.ncpu,
+            memory_pages=int(spec.processor.memory_mb * 1024 * 1024 // spec.processor.page_bytes),
+        )
+        self.procs = self.topo.processes
+
+    def run(self) -> Topology:
+        self.discs()
+        self.system_processes()
+        self.lines()
+        self.expand_links()
+        self.files()
+        if self.spec.pathway is not None:
+            self.pathway(self.spec.pathway)
+        self.other_processes()
+        self.processh()
+        self.tapes()
+        return self.topo
+
+    # ---------------------------------------------------------------------------- helpers
+    def bad(self, where: str, why: str) -> NodeFileError:
+        return NodeFileError(self.source, where, why)
+
+    def cpu_ok(self, v: int, where: str) -> int:
+        if not 0 <= v < self.ncpu:
+            raise self.bad(where, f"CPU {v} does not exist (this node has CPUs 0..{self.ncpu - 1})")
         return v
 
-    topo = Topology(
-        source=source,
-        system_name=spec.system.name,
-        system_number=spec.system.number,
-        time_zone=spec.system.time_zone,
-        cpu_type=spec.processor.type,
-        cpu_factor=PROCESSOR_TYPES[spec.processor.type],
-        n_cpus=ncpu,
-        memory_pages=int(spec.processor.memory_mb * 1024 * 1024 // spec.processor.page_bytes),
-    )
-    procs = topo.processes
-    rr = 0
-    # discs: one DP2 pair per volume
-    seen: set[str] = set()
-    for di, d in enumerate(spec.discs):
-        for i in range(d.count):
-            name = _expand_name(d.volume, i, d.count)
-            if name in seen:
-                raise bad(f"discs[{di}].volume", f"volume {name} is defined twice")
-            seen.add(name)
-            if d.primary_cpu == "rr":
-                pc = rr % ncpu
-                rr += 1
-            else:
-                pc = cpu_ok(d.primary_cpu, f"discs[{di}].primary_cpu")
-            bc = (pc + 1) % ncpu if d.backup_cpu == "next" else d.backup_cpu
-            cpu_ok(bc, f"discs[{di}].backup_cpu")
-            if bc == pc:
-                raise bad(f"discs[{di}].backup_cpu", "backup CPU must differ from the primary CPU")
-            vi = len(topo.volumes)
-            topo.volumes.append(
-                {
-                    "name": name,
-                    "primary_cpu": pc,
-                    "backup_cpu": bc,
-                    "controller": d.controller,
-                    "cache_bytes": int(d.cache_mb * 1024 * 1024),
-                    "block_size": d.block_size,
-                    "capacity_bytes": int(d.capacity_mb * 1024 * 1024),
-                    "service_us": d.service_ms * 1000.0,
-                    "dp2": len(procs),
-                }
-            )
-            procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", pc, 220, "dp2", name, backup_cpu=bc))
-            topo.volumes[vi]["dp2_backup"] = len(procs)
-            procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", bc, 220, "dp2-backup", name))
-    if not topo.volumes:
-        raise bad("discs", "at least one disc volume ($SYSTEM) is required")
-    # system processes
-    len(procs)
-    procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 0, 210, "tmp-pair", backup_cpu=1))
-    procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 1, 210, "tmp-backup"))
-    for c in range(ncpu):  # TMF work of END TRANSACTION runs in the committing CPU
-        procs.append(Proc("$TMF" + str(c), "$SYSTEM.SYSTEM.TMFMON", c, 210, "tmp"))
-    for c in range(ncpu):
-        procs.append(Proc("$MC" + str(c), "$SYSTEM.SYSTEM.MEASCTL", c, 200, "other"))
-    procs.append(Proc("$CMON", "$SYSTEM.SYSTEM.CMON", 0, 190, "cmon"))
-    topo.remotes = []
-    # lines, terminals, line handlers (+ HLS for SNA)
-    for li, ls in enumerate(spec.lines):
-        for i in range(ls.count):
-            name = _expand_name(ls.name, i, ls.count)
-            if ls.cpu == "rr":
-                c = rr % ncpu
-                rr += 1
-            else:
-                c = cpu_ok(ls.cpu, f"lines[{li}].cpu")
-            handler = len(procs)
-            prog = "$SYSTEM.SYSTEM.SNAXLH" if ls.protocol == "SNA" else "$SYSTEM.SYSTEM.X25AM"
-            procs.append(
-                Proc(name, prog, c, ls.priority, "linehandler", name, backup_cpu=(c + 1) % ncpu)
-            )
-            hls = -1
-            if ls.protocol == "SNA":
-                hls = len(procs)
-                procs.append(
-                    Proc("$H" + name[1:7], "$SYSTEM.SYSTEM.HLS", c, ls.priority - 10, "hls", name)
-                )
-            lidx = len(topo.lines)
-            topo.lines.append(
-                {
-                    "name": name,
-                    "protocol": ls.protocol,
-                    "speed_bps": ls.speed_bps,
-                    "cpu": c,
-                    "handler": handler,
-                    "hls": hls,
-                    "first_terminal": len(topo.terminals),
-                    "n_terminals": ls.terminals,
-                }
-            )
-            for t in range(ls.terminals):
-                sub = f"#ATM{t + 1}" if ls.protocol == "SNA" else f"#T{t + 1}"
-                topo.terminals.append({"line": lidx, "line_name": name, "subdev_name": sub})
-    # Expand
-    for ei, ex in enumerate(spec.expand):
-        if ex.number == spec.system.number:
-            raise bad(f"expand[{ei}].number", "a remote system cannot have this node's number")
-        ri = len(topo.remotes)
-        topo.remotes.append({"name": ex.system, "number": ex.number, "fox": ex.fox, "netlines": []})
-        for k in range(ex.lines):
-            c = (rr % ncpu) if ex.cpu == "rr" else cpu_ok(ex.cpu, f"expand[{ei}].cpu")
-            rr += 1 if ex.cpu == "rr" else 0
-            nm = f"${'F' if ex.fox else 'X'}{ex.system[1:5]}{k + 1}"[:8]
-            h = len(procs)
-            procs.append(Proc(nm, "$SYSTEM.SYSTEM.OLLH", c, 200, "netline", ex.system))
-            topo.remotes[ri]["netlines"].append(len(topo.netlines))
-            topo.netlines.append(
-                {
-                    "name": nm,
-                    "cpu": c,
-                    "speed_bps": (1_000_000 if ex.fox else ex.speed_bps),
-                    "remote": ri,
-                    "handler": h,
-                    "fox": ex.fox,
-                }
-            )
-    # files and partitions
-    vol_names = [v["name"] for v in topo.volumes]
-    for fi, f in enumerate(spec.files):
-        vols = vol_names if f.volumes == "all" else f.volumes
-        for vj, v in enumerate(vols):
-            if v not in vol_names:
-                raise bad(f"files[{fi}].volumes[{vj}]", f"volume {v} is not defined under discs")
-        parts = []
-        for v in vols:
-            parts.append(len(topo.partitions))
-            topo.partitions.append(
-                {"file": fi, "volume": vol_names.index(v), "name": f"{v}.{f.name}"}
-            )
-        topo.files.append(
-            {
-                "name": f.name,
-                "type": f.type,
-                "record_bytes": f.record_bytes,
-                "records": f.records,
-                "cached": f.cached,
-                "partitions": parts,
-            }
-        )
-    file_names = {f.name for f in spec.files}
+    def place(self, cpu: int | str, where: str) -> int:
+        """A CPU given as a number, or ``rr``: the next CPU round robin."""
+        if cpu == "rr":
+            c = self.rr % self.ncpu
+            self.rr += 1
+            return c
+        return self.cpu_ok(cpu, where)
 
-    def check_opens(opens: list[str], where: str) -> tuple[str, ...]:
+    def check_opens(self, opens: list[str], where: str) -> tuple[str, ...]:
+        file_names = {f.name for f in self.spec.files}
         for j, o in enumerate(opens):
             if o not in file_names:
-                raise bad(f"{where}.opens[{j}]", f"file {o} is not defined under files")
+                raise self.bad(f"{where}.opens[{j}]", f"file {o} is not defined under files")
         return tuple(opens)
 
-    # PATHWAY
-    if spec.pathway is not None:
-        pw = spec.pathway
-        cpu_ok(pw.pathmon_cpu, "pathway.pathmon_cpu")
+    # ------------------------------------------------------------------------------ parts
+    def discs(self) -> None:
+        """One DP2 pair (primary, backup) per volume."""
+        ncpu, topo, procs = self.ncpu, self.topo, self.procs
+        for di, d in enumerate(self.spec.discs):
+            for i in range(d.count):
+                name = _expand_name(d.volume, i, d.count)
+                if name in self.volume_names:
+                    raise self.bad(f"discs[{di}].volume", f"volume {name} is defined twice")
+                self.volume_names.add(name)
+                pc = self.place(d.primary_cpu, f"discs[{di}].primary_cpu")
+                bc = (pc + 1) % ncpu if d.backup_cpu == "next" else d.backup_cpu
+                self.cpu_ok(bc, f"discs[{di}].backup_cpu")
+                if bc == pc:
+                    raise self.bad(
+                        f"discs[{di}].backup_cpu", "backup CPU must differ from the primary CPU"
+                    )
+                vi = len(topo.volumes)
+                topo.volumes.append(
+                    {
+                        "name": name,
+                        "primary_cpu": pc,
+                        "backup_cpu": bc,
+                        "controller": d.controller,
+                        "cache_bytes": int(d.cache_mb * 1024 * 1024),
+                        "block_size": d.block_size,
+                        "capacity_bytes": int(d.capacity_mb * 1024 * 1024),
+                        "service_us": d.service_ms * 1000.0,
+                        "dp2": len(procs),
+                    }
+                )
+                procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", pc, 220, "dp2", name, backup_cpu=bc))
+                topo.volumes[vi]["dp2_backup"] = len(procs)
+                procs.append(Proc(name, "$SYSTEM.SYSTEM.DP2", bc, 220, "dp2-backup", name))
+        if not topo.volumes:
+            raise self.bad("discs", "at least one disc volume ($SYSTEM) is required")
+
+    def system_processes(self) -> None:
+        """$TMP, a TMF monitor and a MEASCTL per CPU, $CMON."""
+        procs = self.procs
+        procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 0, 210, "tmp-pair", backup_cpu=1))
+        procs.append(Proc("$TMP", "$SYSTEM.SYSTEM.TMP", 1, 210, "tmp-backup"))
+        for c in range(self.ncpu):  # TMF work of END TRANSACTION runs in the committing CPU
+            procs.append(Proc("$TMF" + str(c), "$SYSTEM.SYSTEM.TMFMON", c, 210, "tmp"))
+        for c in range(self.ncpu):
+            procs.append(Proc("$MC" + str(c), "$SYSTEM.SYSTEM.MEASCTL", c, 200, "other"))
+        procs.append(Proc("$CMON", "$SYSTEM.SYSTEM.CMON", 0, 190, "cmon"))
+        self.topo.remotes = []
+
+    def lines(self) -> None:
+        """Lines, their terminals, line handlers (+ HLS for SNA)."""
+        ncpu, topo, procs = self.ncpu, self.topo, self.procs
+        for li, ls in enumerate(self.spec.lines):
+            for i in range(ls.count):
+                name = _expand_name(ls.name, i, ls.count)
+                c = self.place(ls.cpu, f"lines[{li}].cpu")
+                handler = len(procs)
+                prog = "$SYSTEM.SYSTEM.SNAXLH" if ls.protocol == "SNA" else "$SYSTEM.SYSTEM.X25AM"
+                procs.append(
+                    Proc(name, prog, c, ls.priority, "linehandler", name, backup_cpu=(c + 1) % ncpu)
+                )
+                hls = -1
+                if ls.protocol == "SNA":
+                    hls = len(procs)
+                    procs.append(
+                        Proc(
+                            "$H" + name[1:7], "$SYSTEM.SYSTEM.HLS", c, ls.priority - 10, "hls", name
+                        )
+                    )
+                lidx = len(topo.lines)
+                topo.lines.append(
+                    {
+                        "name": name,
+                        "protocol": ls.protocol,
+                        "speed_bps": ls.speed_bps,
+                        "cpu": c,
+                        "handler": handler,
+                        "hls": hls,
+                        "first_terminal": len(topo.terminals),
+                        "n_terminals": ls.terminals,
+                    }
+                )
+                for t in range(ls.terminals):
+                    sub = f"#ATM{t + 1}" if ls.protocol == "SNA" else f"#T{t + 1}"
+                    topo.terminals.append({"line": lidx, "line_name": name, "subdev_name": sub})
+
+    def expand_links(self) -> None:
+        """Remote systems and their Expand lines (one line handler each)."""
+        topo, procs = self.topo, self.procs
+        for ei, ex in enumerate(self.spec.expand):
+            if ex.number == self.spec.system.number:
+                raise self.bad(
+                    f"expand[{ei}].number", "a remote system cannot have this node's number"
+                )
+            ri = len(topo.remotes)
+            topo.remotes.append(
+                {"name": ex.system, "number": ex.number, "fox": ex.fox, "netlines": []}
+            )
+            for k in range(ex.lines):
+                c = self.place(ex.cpu, f"expand[{ei}].cpu")
+                nm = f"${'F' if ex.fox else 'X'}{ex.system[1:5]}{k + 1}"[:8]
+                h = len(procs)
+                procs.append(Proc(nm, "$SYSTEM.SYSTEM.OLLH", c, 200, "netline", ex.system))
+                topo.remotes[ri]["netlines"].append(len(topo.netlines))
+                topo.netlines.append(
+                    {
+                        "name": nm,
+                        "cpu": c,
+                        "speed_bps": (1_000_000 if ex.fox else ex.speed_bps),
+                        "remote": ri,
+                        "handler": h,
+                        "fox": ex.fox,
+                    }
+                )
+
+    def files(self) -> None:
+        """Files and their partitions (one per volume the file lives on)."""
+        topo = self.topo
+        vol_names = [v["name"] for v in topo.volumes]
+        for fi, f in enumerate(self.spec.files):
+            vols = vol_names if f.volumes == "all" else f.volumes
+            for vj, v in enumerate(vols):
+                if v not in vol_names:
+                    raise self.bad(
+                        f"files[{fi}].volumes[{vj}]", f"volume {v} is not defined under discs"
+                    )
+            parts = []
+            for v in vols:
+                parts.append(len(topo.partitions))
+                topo.partitions.append(
+                    {"file": fi, "volume": vol_names.index(v), "name": f"{v}.{f.name}"}
+                )
+            topo.files.append(
+                {
+                    "name": f.name,
+                    "type": f.type,
+                    "record_bytes": f.record_bytes,
+                    "records": f.records,
+                    "cached": f.cached,
+                    "partitions": parts,
+                }
+            )
+
+    def pathway(self, pw: PathwaySpec) -> None:
+        """PATHMON, the TCPs, the server classes."""
+        ncpu, procs = self.ncpu, self.procs
+        self.cpu_ok(pw.pathmon_cpu, "pathway.pathmon_cpu")
         procs.append(
             Proc(
                 "$PM",
@@ -554,7 +602,7 @@ def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
             )
         )
         for i in range(pw.tcps.count):
-            c = (i % ncpu) if pw.tcps.cpu == "rr" else cpu_ok(pw.tcps.cpu, "pathway.tcps.cpu")
+            c = (i % ncpu) if pw.tcps.cpu == "rr" else self.cpu_ok(pw.tcps.cpu, "pathway.tcps.cpu")
             procs.append(
                 Proc(
                     f"$TCP{i + 1}",
@@ -566,117 +614,135 @@ def expand(spec: NodeSpec, source: str = "<spec>") -> Topology:
                 )
             )
         for si, sc in enumerate(pw.server_classes):
-            where = f"pathway.server_classes[{si}]"
-            cpus = list(range(ncpu)) if sc.cpus == "all" else sc.cpus
-            for j, c in enumerate(cpus):
-                cpu_ok(c, f"{where}.cpus[{j}]")
-            opens = check_opens(sc.opens, where)
-            n_static = sc.static + sc.static_per_cpu * len(cpus)
-            if n_static == 0:
-                raise bad(f"{where}.static", "a server class needs at least one static server")
-            first = len(procs)
-            for k in range(n_static + sc.dynamic):
-                procs.append(
-                    Proc(
-                        f"$S{si}{k:03d}"[:8] if k < 1000 else f"$S{si}{k}",
-                        sc.program,
-                        cpus[k % len(cpus)],
-                        sc.priority,
-                        "server",
-                        sc.name,
-                        dynamic=k >= n_static,
-                        opens=opens,
-                    )
+            self.server_class(si, sc)
+
+    def server_class(self, si: int, sc: ServerClassSpec) -> None:
+        """A server class: its static and dynamic servers, its user counters."""
+        procs = self.procs
+        where = f"pathway.server_classes[{si}]"
+        cpus = list(range(self.ncpu)) if sc.cpus == "all" else sc.cpus
+        for j, c in enumerate(cpus):
+            self.cpu_ok(c, f"{where}.cpus[{j}]")
+        opens = self.check_opens(sc.opens, where)
+        n_static = sc.static + sc.static_per_cpu * len(cpus)
+        if n_static == 0:
+            raise self.bad(f"{where}.static", "a server class needs at least one static server")
+        first = len(procs)
+        for k in range(n_static + sc.dynamic):
+            procs.append(
+                Proc(
+                    f"$S{si}{k:03d}"[:8] if k < 1000 else f"$S{si}{k}",
+                    sc.program,
+                    cpus[k % len(cpus)],
+                    sc.priority,
+                    "server",
+                    sc.name,
+                    dynamic=k >= n_static,
+                    opens=opens,
                 )
-            seen_uc: set[str] = set()
-            ucs = []
-            for ui, uc in enumerate(sc.user_counters):
-                try:
-                    what = uc.what()
-                except ValueError as exc:
-                    raise bad(f"{where}.user_counters[{ui}]", str(exc)) from None
-                if uc.name in seen_uc:
-                    raise bad(
-                        f"{where}.user_counters[{ui}].name", f"counter {uc.name} is declared twice"
-                    )
-                seen_uc.add(uc.name)
-                ucs.append({"name": uc.name, "type": uc.type, "measures": what})
-            topo.server_classes.append(
-                {
-                    "name": sc.name,
-                    "first": first,
-                    "n_static": n_static,
-                    "n_dynamic": sc.dynamic,
-                    "priority": sc.priority,
-                    "program": sc.program,
-                    "user_counters": ucs,
-                }
             )
-    for key, lst in (("processes", spec.processes), ("batch", spec.batch)):
-        for pi, ps in enumerate(lst):
-            cpus = range(ncpu) if ps.cpu == "each" else [cpu_ok(ps.cpu, f"{key}[{pi}].cpu")]
-            opens = check_opens(ps.opens, f"{key}[{pi}]")
-            for c in cpus:
-                nm = ps.name.replace("{i}", str(c)) if ps.cpu == "each" else ps.name
-                procs.append(
-                    Proc(
-                        nm,
-                        ps.program,
-                        c,
-                        ps.priority,
-                        "batch" if key == "batch" else ps.role,
-                        opens=opens,
+        self.topo.server_classes.append(
+            {
+                "name": sc.name,
+                "first": first,
+                "n_static": n_static,
+                "n_dynamic": sc.dynamic,
+                "priority": sc.priority,
+                "program": sc.program,
+                "user_counters": self.user_counters(sc, where),
+            }
+        )
+
+    def user_counters(self, sc: ServerClassSpec, where: str) -> list[dict[str, Any]]:
+        seen_uc: set[str] = set()
+        ucs = []
+        for ui, uc in enumerate(sc.user_counters):
+            try:
+                what = uc.what()
+            except ValueError as exc:
+                raise self.bad(f"{where}.user_counters[{ui}]", str(exc)) from None
+            if uc.name in seen_uc:
+                raise self.bad(
+                    f"{where}.user_counters[{ui}].name", f"counter {uc.name} is declared twice"
+                )
+            seen_uc.add(uc.name)
+            ucs.append({"name": uc.name, "type": uc.type, "measures": what})
+        return ucs
+
+    def other_processes(self) -> None:
+        """The node file's own processes: ``processes:`` and ``batch:`` (``cpu: each``: one
+        per CPU)."""
+        for key, lst in (("processes", self.spec.processes), ("batch", self.spec.batch)):
+            for pi, ps in enumerate(lst):
+                cpus = (
+                    range(self.ncpu)
+                    if ps.cpu == "each"
+                    else [self.cpu_ok(ps.cpu, f"{key}[{pi}].cpu")]
+                )
+                opens = self.check_opens(ps.opens, f"{key}[{pi}]")
+                for c in cpus:
+                    nm = ps.name.replace("{i}", str(c)) if ps.cpu == "each" else ps.name
+                    self.procs.append(
+                        Proc(
+                            nm,
+                            ps.program,
+                            c,
+                            ps.priority,
+                            "batch" if key == "batch" else ps.role,
+                            opens=opens,
+                        )
                     )
+
+    def processh(self) -> None:
+        """PROCESSH sampling (collector/node/extras.py): rate and code ranges."""
+        ph = self.spec.processh
+        for prog, lst in ph.programs.items():
+            if not lst:
+                raise self.bad(f"processh.programs.{prog}", "give at least one code range")
+        if not ph.default:
+            raise self.bad("processh.default", "give at least one code range")
+        self.topo.processh = {
+            "rate_hz": ph.rate_hz,
+            "default": _ranges(ph.default),
+            "programs": {k.upper(): _ranges(v) for k, v in ph.programs.items()},
+        }
+
+    def tapes(self) -> None:
+        """Tape drives (collector/node/extras.py) and the batch processes that use them."""
+        topo = self.topo
+        proc_names = {p.name for p in self.procs}
+        tape_names: set[str] = set()
+        for ti, tp in enumerate(self.spec.tapes):
+            for ui, u in enumerate(tp.users):
+                if u.process not in proc_names:
+                    raise self.bad(
+                        f"tapes[{ti}].users[{ui}].process",
+                        f"process {u.process} is not defined under batch: or processes:",
+                    )
+            for i in range(tp.count):
+                name = _expand_name(tp.name, i, tp.count)
+                if name in tape_names or name in self.volume_names:
+                    raise self.bad(f"tapes[{ti}].name", f"device {name} is defined twice")
+                tape_names.add(name)
+                c = self.place(tp.cpu, f"tapes[{ti}].cpu")
+                topo.tapes.append(
+                    {
+                        "name": name,
+                        "cpu": c,
+                        # the tape's I/O process (not modelled as a PROCESS): PIN 250, 251 … per CPU
+                        "pin": tp.pin + i
+                        if tp.pin is not None
+                        else 250 + sum(1 for x in topo.tapes if x["cpu"] == c),
+                        "block_bytes": tp.block_bytes,
+                        "service_us": tp.overhead_ms * 1000.0
+                        + tp.block_bytes / (tp.speed_kbs * 1024.0) * 1e6,
+                        "users": {u.process: u.op for u in tp.users},
+                    }
                 )
 
-    # PROCESSH sampling and tape drives (collector/node/extras.py)
-    def ranges(lst: list[CodeRangeSpec]) -> list[dict[str, Any]]:
-        return [{"space": r.space, "range": r.range, "weight": r.weight} for r in lst]
 
-    for prog, lst in spec.processh.programs.items():
-        if not lst:
-            raise bad(f"processh.programs.{prog}", "give at least one code range")
-    if not spec.processh.default:
-        raise bad("processh.default", "give at least one code range")
-    topo.processh = {
-        "rate_hz": spec.processh.rate_hz,
-        "default": ranges(spec.processh.default),
-        "programs": {k.upper(): ranges(v) for k, v in spec.processh.programs.items()},
-    }
-    proc_names = {p.name for p in procs}
-    tape_names: set[str] = set()
-    for ti, tp in enumerate(spec.tapes):
-        for ui, u in enumerate(tp.users):
-            if u.process not in proc_names:
-                raise bad(
-                    f"tapes[{ti}].users[{ui}].process",
-                    f"process {u.process} is not defined under batch: or processes:",
-                )
-        for i in range(tp.count):
-            name = _expand_name(tp.name, i, tp.count)
-            if name in tape_names or name in seen:
-                raise bad(f"tapes[{ti}].name", f"device {name} is defined twice")
-            tape_names.add(name)
-            if tp.cpu == "rr":
-                c = rr % ncpu
-                rr += 1
-            else:
-                c = cpu_ok(tp.cpu, f"tapes[{ti}].cpu")
-            topo.tapes.append(
-                {
-                    "name": name,
-                    "cpu": c,
-                    # the tape's I/O process (not modelled as a PROCESS): PIN 250, 251 … per CPU
-                    "pin": tp.pin + i
-                    if tp.pin is not None
-                    else 250 + sum(1 for x in topo.tapes if x["cpu"] == c),
-                    "block_bytes": tp.block_bytes,
-                    "service_us": tp.overhead_ms * 1000.0
-                    + tp.block_bytes / (tp.speed_kbs * 1024.0) * 1e6,
-                    "users": {u.process: u.op for u in tp.users},
-                }
-            )
-    return topo
+def _ranges(lst: list[CodeRangeSpec]) -> list[dict[str, Any]]:
+    return [{"space": r.space, "range": r.range, "weight": r.weight} for r in lst]
 
 
 def proc_class(priority: int) -> int:
