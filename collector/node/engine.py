@@ -794,6 +794,7 @@ class Node:
     def _emit(self, t1: int, out, W: int) -> None:
         if not hasattr(self, "_emit_cols"):
             self._emit_cols = {}
+            self._busy_carry: dict[str, np.ndarray] = {}
             for e in ENTITIES:
                 kinds = self.kind_of[e]
                 mq = np.array(self.maxq_of[e], dtype=np.int64).reshape(-1, 2)
@@ -819,9 +820,29 @@ class Node:
             else:
                 acc, lev, peak = (x[ms] for x in o)
             busy, snapc, mq_pos, mq_src = self._emit_cols[e]
+            if busy.size:
+                self._busy_within_step(e, T, ms, acc, busy, W)
             sn = self.snap.get(e)
             des.emit_levels(lev, peak, busy, mq_pos, mq_src, sn, ms, snapc)
             self.hooks.xctr(e, ms, T.xptr[ms], acc, lev, peak, t1)
+
+    def _busy_within_step(self, e: str, T, ms: np.ndarray, acc: np.ndarray, busy: np.ndarray, W: int) -> None:
+        """A busy time is at most the time it is measured over (MEASURE's busy counters are the
+        time an entity was busy): the amounts a step bumps into an entity's busy counters (the
+        visits that ended in it, whose waits may have begun in earlier steps or overlap) are
+        passed on at most W per step, the rest carried into the next steps, so no interval
+        of whole steps ever holds more busy time than its length and none is lost."""
+        carry = self._busy_carry.get(e)
+        if carry is None or carry.shape[0] < T.n:
+            grown = np.zeros((max(T.n, 1), len(busy)))
+            if carry is not None:
+                grown[: carry.shape[0]] = carry
+            carry = self._busy_carry[e] = grown
+        carry[~T.alive[: carry.shape[0]]] = 0.0  # a slot's entity ended: nothing of it carries over
+        due = carry[ms] + acc[:, busy]
+        passed = np.minimum(due, float(W))
+        acc[:, busy] = passed
+        carry[ms] = due - passed
 
     def _dynamic_opens(self, t0: int, t1: int) -> None:
         """Staged problem "dynamic file opens": servers open a scratch file per transaction.
