@@ -24,7 +24,8 @@ WORKDIR /app
 # .dockerignore keeps the context to what the image needs: pyproject.toml, requirements.lock,
 # cli/, api/, collector/, core/, schema/, queries/.
 COPY . /app
-# The exact pins first (requirements.lock), then the project itself against them.
+# The exact pins of what the product needs (requirements.lock; the test and lint tools are in
+# requirements-dev.lock, not in the image), then the project itself against them.
 RUN pip install --no-cache-dir -r requirements.lock .
 # core/schema.py and core/catalog.py find schema/ next to the core package
 # (Path(__file__).parents[1] / "schema"), which holds for the source tree but not for the

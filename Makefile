@@ -12,11 +12,11 @@ STAMP  := $(VENV)/.installed
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "measuredb needs Python >= 3.11 (set PYTHON=python3.x)")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
 
@@ -64,8 +64,13 @@ lint: $(STAMP) ## static checks: ruff, the import contracts (pyproject.toml), an
 	$(BIN)/lint-imports
 	$(BIN)/python dashboards/build.py --check
 
-lock: ## re-pin requirements.lock from the current .venv
-	{ echo "# Exact pins of every dependency (make lock regenerates it from .venv)."; $(BIN)/python -m pip freeze --all --exclude-editable | grep -vE "^(measuredb|pip)=="; } > requirements.lock
+lock: ## re-pin requirements.lock (what the product needs) and requirements-dev.lock (tests, lint) from .venv
+	rm -rf build/lock && mkdir -p build/lock && $(PYTHON) -m venv build/lock/venv
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -viE "^(measuredb|pip)( @|==)" | sort -f > build/lock/all.txt
+	build/lock/venv/bin/python -m pip install --quiet --disable-pip-version-check -c build/lock/all.txt ".[parquet]"
+	build/lock/venv/bin/python -m pip freeze --all --exclude-editable | grep -viE "^(measuredb|pip|setuptools|wheel)( @|==)" | sort -f > build/lock/product.txt
+	{ echo "# Exact pins of what the product needs (the image installs only these); make lock regenerates it."; cat build/lock/product.txt; } > requirements.lock
+	{ echo "# Exact pins of the test and lint tools, on top of requirements.lock (make install adds them;"; echo "# the image does not); make lock regenerates it."; grep -vxiFf build/lock/product.txt build/lock/all.txt; } > requirements-dev.lock
 
 clean: ## remove .venv (keeps the data in .data)
 	rm -rf $(VENV) build *.egg-info
