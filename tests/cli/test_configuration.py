@@ -78,7 +78,7 @@ def test_systems(env: str) -> None:
     assert [c.strip() for c in line.strip("│ ").split("│")][:7] == [
         "\\DEMO2", "9", "Asia/Tokyo", "B30", "0=TXP, 1=TXP, 2=VLX", "-", "0"]
     refused(invoke("system", "add", "demo2", "--number", "10", "--time-zone", "UTC"),
-            "measuredb: --name: a system named \\DEMO2 exists already")
+            "measuredb: SYSTEM: a system named \\DEMO2 exists already")  # add has no --name
     refused(invoke("system", "set", "demo2", "--time-zone", "Mars/Olympus", "--number", "11"),
             "measuredb: --time-zone: Mars/Olympus is no time zone name (Area/City, e.g. America/Los_Angeles, "
             "Europe/Berlin, UTC)")

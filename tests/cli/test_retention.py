@@ -52,3 +52,14 @@ def test_show_set_run_and_log(env: str) -> None:
     assert run(app, ["retention", "run"]).exit_code == 0
     log = run(app, ["retention", "log", "--limit", "5"])
     assert log.exit_code == 0 and "by cli (dry run)" in log.output and log.output.count("by cli") == 2
+
+
+def test_a_too_short_raw_horizon_says_what_it_must_be(env: str) -> None:
+    """Raw data must be kept at least as long as nothing (it is the first class); hour data
+    at least as long as raw data: the message says so in words, never '00:00:00 longer'."""
+    run = CliRunner().invoke
+    assert run(app, ["retention", "set", "hour", "400d"]).exit_code == 0
+    refused = run(app, ["retention", "set", "raw", "500d"])
+    assert refused.exit_code == 2, refused.output
+    assert "hour data must be kept at least as long as raw data; hour data is kept 400 days" in refused.output
+    assert "00:00:00" not in refused.output
