@@ -168,3 +168,30 @@ def test_an_upload_over_the_body_limit_with_a_content_length(client, headers, io
     too_big = client.post("/meascom", content=b"x" * 1_100_000, headers={**headers["write"],
                                                                          "Content-Type": "application/json"})
     assert too_big.status_code == 413
+
+
+def test_the_api_and_the_command_line_report_the_same_problems(client, headers, io_url, tmp_path, monkeypatch) -> None:
+    """The same bad file: the same problems (line, field, words) and the same count from
+    POST /import and from `measuredb import`, however the rows are staged."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    bad = "\n".join([HEADER, ROWS[0].replace(",0,", ",17,", 1), ROWS[1].replace("450000000", "x"),
+                     ROWS[2].replace(SYSTEM, "\\OTHER"), ROWS[2].replace("180000000", "-1").replace(",3,", ",7,"),
+                     ROWS[2].replace(",3,", ",16,").replace("180000000", "y")]) + "\n"
+    r = post(client, chunked(bad), headers["write"], filename="same.csv")
+    assert r.status_code == 422
+    api = r.json()
+    path = tmp_path / "same.csv"
+    path.write_text(bad)
+    monkeypatch.setenv("DATABASE_URL", io_url)
+    monkeypatch.setenv("MEASUREDB_DATA_DIR", str(tmp_path))
+    out = CliRunner().invoke(app, ["import", str(path)])
+    assert out.exit_code == 2
+    cli = [line.split(": ", 2) for line in out.output.replace(str(path), "same.csv").splitlines()
+           if line.startswith("same.csv:") and line.count(":") >= 3 and not line.startswith("same.csv: ")]
+    assert [(int(loc.split(":")[1]), fld, msg) for loc, fld, msg in cli] == [
+        (p["line"], p["field"], p["problem"]) for p in api["problems"]]
+    assert len(api["problems"]) == 7 and api["bad_rows"] == 5
+    assert api["detail"] in " ".join(out.output.replace(str(path), "same.csv").split())
