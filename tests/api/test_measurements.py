@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from api.measurements.service import contab_commands
+from collector.meascom.configure import apply_commands
 from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
 from tests.api.conftest import SYSTEM
@@ -73,7 +74,7 @@ def test_configuration_commands_round_trip_through_meascom():
     b.add_counter("REQUESTS", "$PROGS.SERVER1.*", "ACCUM", array=3)
     contab = b.build()
     lines = contab_commands(contab, "RT1")
-    again = ContabBuilder().apply(parse_script("\n".join(lines))).build()
+    again = apply_commands(ContabBuilder(), parse_script("\n".join(lines))).build()
     assert again.ordered() == contab.ordered()
     assert again.counters == contab.counters
     assert not any(line.startswith("==") for line in lines)
