@@ -34,12 +34,15 @@ def reference(fresh_database, tmp_path_factory) -> tuple:
 
 
 def watermark(url: str) -> int | None:
+    """The durable watermark; None while the database is away or before the collector has
+    registered (a kill may land before its first commit)."""
     try:
         with psycopg.connect(url, connect_timeout=1) as c:
-            return c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
-                             ).fetchone()[0]
+            row = c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
+                            ).fetchone()
     except psycopg.OperationalError:
         return None
+    return None if row is None else row[0]
 
 
 def wait_until(cond, timeout: float = 60.0) -> None:
