@@ -1,10 +1,10 @@
-"""The collector's side of the control plane:
+"""The collector's side of the control plane (the protocol is core/control.py):
 
 * measurements: each round reads the system's rows of _measure.measurement and tells MEASMON
   of new measurements and of changed stop times (the database row is the control plane);
 * requests: the API's and MEASCOM's pending control requests are answered from MEASMON's
   live state at the node's current time (MEASREADACTIVE, MEASSTATUS, MEASCOUNTERBUMPINIT,
-  MEASCOUNTERBUMP). A bad request is answered with an error, never fatal.
+  MEASCOUNTERBUMP). A bad request is answered with a typed error, never fatal.
 
 A database outage is logged once and retried with backoff (1 s growing to 30 s); measuring
 goes on meanwhile (the copies go to the spool, collector/sink.py).
@@ -17,15 +17,17 @@ import time
 from typing import Any, Protocol
 
 import psycopg
-from psycopg.types.json import Jsonb
+from pydantic import ValidationError
 
 from collector.measure.contab import Contab, EntityDescriptor
 from collector.measure.measmon import Measmon, Measurement, MeasureStateError, entity_ids
 from collector.nodekind import NodeKind
 from collector.registration import State
 from collector.sink import Pipeline
-from core.catalog import Catalog
+from core import control
+from core.catalog import Catalog, UnknownEntityType
 from core.entities import entity_key
+from core.errors import Conflict, ErrorKind, InvalidValue, NotFound, ServiceError
 from core.times import to_ts
 
 log = logging.getLogger(__name__)
@@ -130,101 +132,99 @@ class ControlServer:
         assert c.state and c.measmon
         answered = 0
         with psycopg.connect(c.url, autocommit=True, connect_timeout=3) as conn:
-            rows = conn.execute(
-                "SELECT request_id, kind, payload FROM _measure.control_request"
-                " WHERE system_id = %s AND answered_at IS NULL ORDER BY request_id",
-                (c.state.system_id,),
-            ).fetchall()
-            for request_id, kind, payload in rows:
-                response, error = None, None
-                try:
-                    response = self.answer(kind, payload if isinstance(payload, dict) else {})
-                except (ValueError, KeyError, LookupError, TypeError, MeasureStateError) as exc:
-                    error = str(exc).strip("'\"")
-                    if isinstance(exc, KeyError | TypeError) and not error.startswith(("invalid:", "not_found:")):
-                        error = f"invalid: the request lacks or mistypes a field ({error})"
-                except Exception as exc:  # noqa: BLE001 - one bad request never stops the collector
-                    log.exception("control request %s (%s) failed", request_id, kind)
-                    error = f"the collector failed on this request: {type(exc).__name__}: {exc}"
-                conn.execute(
-                    "UPDATE _measure.control_request SET response = %s, error = %s, answered_at = now()"
-                    " WHERE request_id = %s",
-                    (None if response is None else Jsonb(response), error, request_id),
-                )
-                conn.execute("SELECT pg_notify('measuredb_answer', %s)", (str(request_id),))
+            for request_id, kind, payload in control.pending(conn, c.state.system_id):
+                control.reply(conn, request_id, self._outcome(request_id, kind, payload))
                 answered += 1
         return answered
 
-    def answer(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _outcome(self, request_id: int, kind: str, payload: Any) -> control.Answer | control.Refusal:
+        try:
+            return self.answer(control.parse_request(kind, payload))
+        except ValidationError as exc:
+            return control.Refusal(ErrorKind.INVALID, control.describe_invalid(exc))
+        except ServiceError as exc:
+            return control.Refusal(exc.kind, str(exc))
+        except UnknownEntityType as exc:
+            return control.Refusal(ErrorKind.INVALID, str(exc.args[0]))
+        except MeasureStateError as exc:
+            return control.Refusal(ErrorKind.CONFLICT, str(exc))
+        except ValueError as exc:
+            return control.Refusal(ErrorKind.INVALID, str(exc))
+        except Exception as exc:  # noqa: BLE001 - one bad request never stops the collector
+            log.exception("control request %s (%s) failed", request_id, kind)
+            # a 409 quoting the collector, to the API
+            return control.Refusal(ErrorKind.CONFLICT,
+                                   f"the collector failed on this request: {type(exc).__name__}: {exc}")
+
+    def answer(self, request: control.Request) -> control.Answer:
         """The answer to one request, at the node's current time."""
-        if kind == "status":
-            return self._status(payload)
-        if kind == "read_active":
-            return self._read_active(payload)
-        if kind == "bump_init":
-            return self._bump_init(payload)
-        if kind == "bump":
-            return self._bump(payload)
-        raise ValueError(f"invalid: unknown request kind {kind!r}")
+        match request:
+            case control.ReadActive():
+                return self._read_active(request)
+            case control.Status():
+                return self._status(request)
+            case control.BumpInit():
+                return self._bump_init(request)
+            case control.Bump():
+                return self._bump(request)
+        raise InvalidValue(f"no answer to a {type(request).__name__} request")
 
-    def _status(self, payload: dict[str, Any]) -> dict[str, Any]:
-        mon = self.c.measmon
-        mid = int(payload["measurement_id"])
+    def _status(self, request: control.Status) -> control.StatusAnswer:
+        mon, mid = self.c.measmon, request.measurement_id
         if mid not in mon.measurements:
-            raise LookupError(f"not_found: measurement {mid} is not known to the collector (not started yet?)")
-        return {"status": mon.status(mid), "cpus": {str(k): v for k, v in mon.cpu_status().items()},
-                "at": to_ts(self.c.node.now_us).isoformat()}
+            raise NotFound(f"measurement {mid} is not known to the collector (not started yet?)")
+        return control.StatusAnswer(status=mon.status(mid),
+                                    cpus={str(k): v for k, v in mon.cpu_status().items()},
+                                    at=to_ts(self.c.node.now_us))
 
-    def _read_active(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _read_active(self, request: control.ReadActive) -> control.ActiveRead:
         """Live counter records matching a descriptor: cumulative values at the node's now,
         and, for a measurement, its baseline copy so the caller can show the change since."""
         c = self.c
-        entity = c.catalog.entity(payload["entity"]).name
-        descriptor = EntityDescriptor(type=entity, fields=payload.get("descriptor") or {})
+        entity = c.catalog.entity(request.entity).name
+        try:
+            descriptor = EntityDescriptor(type=entity, fields=request.descriptor)
+        except ValidationError as exc:
+            raise InvalidValue(f"descriptor: {exc.errors()[0]['msg']}") from None
         table = c.node.tables[entity]
         slots = [s for s in table.measured_slots().tolist() if descriptor.matches(entity_ids(table, s))]
-        mid = payload.get("measurement_id")
+        mid = request.measurement_id
         if mid is not None:
-            m = c.measmon.measurements.get(int(mid))
+            m = c.measmon.measurements.get(mid)
             if m is None or m.state != "running":
-                raise LookupError(f"not_found: measurement {mid} is not running")
+                raise NotFound(f"measurement {mid} is not running")
             space = c.measmon.spaces[entity]
             slots = [s for s in slots if space.sharemask[table.xptr[s]] & m.flag]
         copy = c.measmon.read_active(entity, slots)
         baselines = None
         if mid is not None and slots:
-            baselines = c.pipeline.builder.baselines(int(mid), entity, copy.recs.tolist(),
-                                                     copy.alloc_us.tolist())
+            baselines = c.pipeline.builder.baselines(mid, entity, copy.recs.tolist(), copy.alloc_us.tolist())
         names = [counter.measure_name for counter in table.entity.counters]
         records = []
         for i, slot in enumerate(slots):
             ids = entity_ids(table, slot)
-            rec: dict[str, Any] = {
-                "key": entity_key(table.entity.id_fields, ids), "ids": ids, "cpu": int(copy.cpu[i]),
-                "record_at": to_ts(int(copy.alloc_us[i])).isoformat(),
-                "counters": dict(zip(names, copy.values[i].tolist(), strict=True)),
-            }
-            if baselines is not None and baselines[i] is not None:
-                values, at = baselines[i]
-                rec["baseline_at"] = to_ts(at).isoformat()
-                rec["baseline"] = dict(zip(names, values, strict=True))
-            records.append(rec)
-        return {"entity": entity, "at": to_ts(c.node.now_us).isoformat(), "records": records}
+            base = baselines[i] if baselines is not None else None
+            records.append(control.ActiveRecord(
+                key=entity_key(table.entity.id_fields, ids), ids=ids, cpu=int(copy.cpu[i]),
+                record_at=to_ts(int(copy.alloc_us[i])),
+                counters=dict(zip(names, copy.values[i].tolist(), strict=True)),
+                baseline_at=to_ts(base[1]) if base is not None else None,
+                baseline=dict(zip(names, base[0], strict=True)) if base is not None else None))
+        return control.ActiveRead(entity=entity, at=to_ts(c.node.now_us), records=records)
 
-    def _userdef_slot(self, ids: dict[str, Any], *, create: bool) -> int | None:
+    def _userdef_slot(self, ids: control.UserCounterIds, *, create: bool) -> int | None:
         """The USERDEF slot of one user counter element (cpu, pin, name, index, and optionally
         process_name / program_file_name). A process outside the simulated node gets its
         elements created on first use (entity start: active measurements whose CONTAB names
         the counter attach to it)."""
         node = self.c.node
         table = node.tables["userdef"]
-        want = {"pin": int(ids["pin"]), "name": str(ids["name"]).upper(), "index": int(ids.get("index", 0))}
+        want: dict[str, Any] = {"pin": ids.pin, "name": ids.name.upper(), "index": ids.index}
         for extra in ("process_name", "program_file_name"):
-            if ids.get(extra):
-                want[extra] = str(ids[extra]).upper()
-        cpu = int(ids["cpu"])
+            if getattr(ids, extra):
+                want[extra] = getattr(ids, extra).upper()
         for s in range(table.n):
-            if table.alive[s] and int(table.cpu[s]) == cpu:
+            if table.alive[s] and int(table.cpu[s]) == ids.cpu:
                 got = table.id_of(s)
                 if all(str(got.get(k, "")).upper() == str(v).upper() if isinstance(v, str) else got.get(k) == v
                        for k, v in want.items()):
@@ -232,29 +232,28 @@ class ControlServer:
         if not create:
             return None
         if not 1 <= len(want["name"]) <= 16:
-            raise ValueError("invalid: a counter name has 1-16 characters")
+            raise InvalidValue("a counter name has 1-16 characters")
         if not 0 <= want["index"] <= 255:
-            raise ValueError("invalid: an element index is 0-255 (at most 256 elements per process)")
+            raise InvalidValue("an element index is 0-255 (at most 256 elements per process)")
         fields = {"process_name": "", "program_file_name": "", **want}
-        slot = table.add(cpu=cpu, at_us=node.now_us, transient=True, **fields)
+        slot = table.add(cpu=ids.cpu, at_us=node.now_us, transient=True, **fields)
         self.c.measmon.entity_started("userdef", slot, node.now_us)
         return slot
 
-    def _bump_init(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _bump_init(self, request: control.BumpInit) -> control.BumpInitAnswer:
         """MEASCOUNTERBUMPINIT: the element's offset (its USERDEF slot) or -1 when no active
         measurement has the counter (ERR^UDCNOTPRESENT)."""
-        slot = self._userdef_slot(payload["ids"], create=True)
+        slot = self._userdef_slot(request.ids, create=True)
         offset = self.c.measmon.counter_bump_init(slot)
-        return {"offset": slot if offset >= 0 else -1}
+        return control.BumpInitAnswer(offset=slot if offset >= 0 else -1)
 
-    def _bump(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _bump(self, request: control.Bump) -> control.BumpAnswer:
         """MEASCOUNTERBUMP at the node's current time; an unmeasured counter costs nothing."""
         now = self.c.node.now_us
-        slot = self._userdef_slot(payload["ids"], create=False)
-        offset = payload.get("offset")
+        slot = self._userdef_slot(request.ids, create=False)
         if slot is None:
-            return {"bumped": False, "at": to_ts(now).isoformat()}
-        if offset is not None and int(offset) != slot:
-            raise ValueError(f"conflict: offset {offset} is not this counter's (call bump-init again)")
-        done = self.c.measmon.counter_bump(slot, str(payload["op"]), float(payload.get("value", 1)), now)
-        return {"bumped": done, "at": to_ts(now).isoformat()}
+            return control.BumpAnswer(bumped=False, at=to_ts(now))
+        if request.offset is not None and request.offset != slot:
+            raise Conflict(f"offset {request.offset} is not this counter's (call bump-init again)")
+        done = self.c.measmon.counter_bump(slot, request.op, float(request.value), now)
+        return control.BumpAnswer(bumped=done, at=to_ts(now))

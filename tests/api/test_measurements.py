@@ -12,6 +12,7 @@ from api.measurements.service import contab_commands
 from collector.meascom.configure import apply_commands
 from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
+from core.errors import ErrorKind
 from tests.api.conftest import SYSTEM
 from tests.api.fakes import FakeError
 
@@ -179,8 +180,11 @@ def test_status_of_configured_measurement_needs_no_collector(client, write_heade
 
 def test_status_asks_the_collector(client, write_headers, fake_collector, read_headers):
     m = create(client, write_headers, start=True)
-    answer = {"measurement_id": m["measurement_id"], "entities": {"cpu": 4}, "counter_space_words": 512,
-              "cids": 4, "copies_written": 12, "not_allocated": {}}
+    answer = {"status": {"measurement_id": m["measurement_id"], "name": m["name"], "state": "running",
+                         "entities": {"cpu": 4}, "counter_space_words": 512, "cids": 4,
+                         "copies_written": 12, "not_allocated": {}},
+              "cpus": {"0": {"cids": 4, "cid_limit": 512, "words": 512, "words_limit": 4_000_000}},
+              "at": "2026-01-01T08:00:00+00:00"}
     fake_collector.handler = lambda kind, payload: answer
     r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
     assert r.status_code == 200, r.text
@@ -188,7 +192,7 @@ def test_status_asks_the_collector(client, write_headers, fake_collector, read_h
     assert fake_collector.seen[-1] == ("status", {"measurement_id": m["measurement_id"]})
 
     def refuse(kind, payload):
-        raise FakeError("not_found: no measurement 1 in MEASMON")
+        raise FakeError(ErrorKind.NOT_FOUND, "no measurement 1 in MEASMON")
 
     fake_collector.handler = refuse
     r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
