@@ -64,14 +64,14 @@ def sweep_command(
     "NonStop VLX Performance"): a table per node and one PNG plot."""
     # heavy (numba's compiled node, matplotlib): loaded only by the command that runs the node
     from collector.node.response import measure_response, plot_sweep
-    from collector.service import DEFAULT_WORKLOADS
+    from collector.node.workload import default_workload
 
     loads = _loads(tps, lo, hi, steps)
     if minutes <= 0 or warm_minutes < 0:
         raise typer.BadParameter("--minutes must be > 0 and --warm-minutes >= 0")
     curves = {}
     for name in node:
-        wl = workload or DEFAULT_WORKLOADS.get(name, name)
+        wl = workload or default_workload(name)
         pts = []
         try:
             with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

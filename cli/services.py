@@ -61,8 +61,9 @@ def collector(
 ) -> None:
     """Run the collector: the node (simulated, or this host) and MEASURE, writing into the database."""
     # heavy (numpy, numba's compiled node): loaded only by the commands that simulate
+    from collector.errors import CollectorConfigError
     from collector.node.topology import NodeFileError
-    from collector.service import CollectorConfigError, run_collector, wait_for_database
+    from collector.service import run_collector, wait_for_database
 
     settings = CollectorSettings() if node is None else CollectorSettings(node=node)
     if settings.database_url:  # a service waits for its database (the embedded one we start)
@@ -112,8 +113,9 @@ def backfill(
 
 def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str | None, days: int) -> None:
     # heavy (numpy, numba's compiled node): loaded only by the commands that simulate
+    from collector.errors import CollectorConfigError, SpooledDataLeft
     from collector.node.topology import NodeFileError
-    from collector.service import Collector, CollectorConfigError, SpooledDataLeft
+    from collector.service import Collector
 
     c = None
     try:

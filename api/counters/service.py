@@ -1,30 +1,13 @@
 """Counter reads: MEASREAD over stored interval records (collector/measure/read.py) and
 MEASREADACTIVE / LISTACTIVE through the running collector.
 
-Active reads — the contract with the collector (control_request kind ``read_active``):
-
-payload::
-
-    {"entity": "cpu",                      # catalogue entity name
-     "descriptor": {"cpu": 3},             # canonical CONTAB descriptor fields ({} = all)
-     "measurement_id": 7}                  # or null: any active measurement's records
-
-response (the collector's answer, collector/service.py Collector._read_active)::
-
-    {"entity": "cpu",
-     "at": "2026-11-21T19:00:00.123456+00:00",        # when the records were read
-     "records": [
-        {"key": "cpu=3", "ids": {"cpu": 3}, "cpu": 3,   # entity key and identifying fields
-         "record_at": "2026-11-21T08:00:00+00:00",      # allocation of the counter record
-         "counters": {"CPU-BUSY-TIME": 123, ...},        # cumulative, by MEASURE name
-         "baseline_at": "…", "baseline": {…}}]}          # with a measurement: its start or
-                                                         # initial-value copy
-
-An entity that no active measurement measures is simply absent; when none matches at all the
-collector answers with an empty list (not an error). Errors: ``not_found: …`` (e.g. no such
-measurement running), ``invalid: …``. The API turns the answer into the same record shape
-as MEASREAD: from_at = record_at, to_at = at, DELTA-TIME = at − record_at, values rated with
-measure.rate when RATE ON (activity since measurement start, or since CPU load for CPUs).
+Active reads go through the running collector: a ``read_active`` control request (core/control.py:
+payload :class:`~core.control.ReadActive`, answer :class:`~core.control.ActiveRead`, the live
+counter records with, for a measurement, their baseline copy). An entity that no active
+measurement measures is simply absent; when none matches at all the collector answers with an
+empty list (not an error). The API turns the answer into the same record shape as MEASREAD:
+from_at = record_at, to_at = at, DELTA-TIME = at − record_at, values rated with measure.rate
+when RATE ON (activity since measurement start, or since CPU load for CPUs).
 """
 
 from __future__ import annotations
@@ -50,7 +33,9 @@ from api.db import psycopg_connection
 from api.errors import InvalidInput, MeasureError, NotFound, Unavailable
 from collector.measure import read as measread
 from collector.measure.contab import Contab, DescriptorError, normalize_fields
+from core import control
 from core.catalog import load_catalog
+from core.times import to_us
 
 NOT_ACTIVE = ("discopen", "processh")  # MEASREADACTIVE refuses these (measure-reference §6.6)
 
@@ -130,14 +115,13 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
         system_id, contab = info.system_id, info.contab
     else:
         system_id = resolve_system(session, q.system).system_id
-    answer = call_collector(engine, system_id, "read_active",
-                            {"entity": ent.name, "descriptor": fields, "measurement_id": q.measurement_id},
-                            timeout=timeout)
+    answer = call_collector(engine, system_id, control.ReadActive(
+        entity=ent.name, descriptor=fields, measurement_id=q.measurement_id), timeout=timeout)
+    at_us = to_us(answer.at)
     try:
-        at_us = _us(answer["at"])
-        raw = [_active_record(ent, r) for r in answer["records"]]
-    except (KeyError, TypeError, ValueError):
-        raise Unavailable("the collector's read_active answer is malformed") from None
+        raw = [_active_record(ent, r) for r in answer.records]
+    except KeyError as exc:
+        raise Unavailable(f"the collector's read_active answer is malformed (no counter {exc})") from None
     paired = ent.counter(measread.PAIRED_COUNTER) if measread.PAIRED_COUNTER in ent else None
     records: list[CounterRecordRead] = []
     items: list[tuple[str, int | None, int, int | None]] = []
@@ -146,9 +130,9 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
         pv = counters[paired.position] if paired is not None and paired.position < len(counters) else None
         for c in shown:
             v = counters[c.position] if c.position < len(counters) else None
-            items.append((measread.counter_kind(c, ent, r.get("ids", {}), contab), v, delta_us, pv))
+            items.append((measread.counter_kind(c, ent, r.ids, contab), v, delta_us, pv))
         records.append(CounterRecordRead(
-            entity_key=str(r.get("key", "")), ids=r.get("ids", {}), cpu=r.get("cpu"),
+            entity_key=r.key, ids=r.ids, cpu=r.cpu,
             from_at=_ts(rec_at), to_at=_ts(at_us), delta_seconds=delta_us / 1e6, intervals=1,
             values={c.name: counters[c.position] if c.position < len(counters) else None for c in shown}))
     if q.rate:
@@ -159,24 +143,20 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
                            counters=_columns(ent, shown, q.rate), records=records, next_cursor=None)
 
 
-def _us(iso: str) -> int:
-    t = datetime.fromisoformat(iso)
-    return int(t.timestamp()) * 1_000_000 + t.microsecond
-
-
-def _active_record(ent, r: dict[str, Any]) -> tuple[dict[str, Any], int, list[int]]:
+def _active_record(ent, r: control.ActiveRecord) -> tuple[control.ActiveRecord, int, list[int]]:
     """(record, since_us, counters in catalogue order): the change since the measurement's
     baseline copy when the collector sent one (MEASREADACTIVE: activity since measurement
     start), else the cumulative values since the record was allocated. Snapshot, max-queue
-    and max-value counters are levels: their current value, not a difference."""
+    and max-value counters are levels: their current value, not a difference. KeyError: the
+    answer lacks a counter."""
     names = [c.measure_name for c in ent.counters]
-    now = [int(r["counters"][n]) for n in names]
-    if r.get("baseline") is None:
-        return r, _us(r["record_at"]), now
+    now = [int(r.counters[n]) for n in names]
+    if r.baseline is None or r.baseline_at is None:
+        return r, to_us(r.record_at), now
     levels = {"snapshot", "maxq", "maxvalue"}
-    base = [int(r["baseline"][n]) for n in names]
+    base = [int(r.baseline[n]) for n in names]
     delta = [v if c.kind in levels else v - b for c, v, b in zip(ent.counters, now, base, strict=True)]
-    return r, _us(r["baseline_at"]), delta
+    return r, to_us(r.baseline_at), delta
 
 
 def _ts(us: int) -> datetime:

@@ -31,6 +31,7 @@ from collector.meascom import ast
 from collector.meascom.configure import CONFIG_COMMANDS, ContabCommandError, apply_commands
 from collector.meascom.parser import MeascomSyntaxError, parse_script
 from collector.measure.contab import Contab, ContabBuilder, format_process_spec
+from core import control
 
 _COLUMNS = ("measurement_id, system_name, name, state, state_detail, start_at, stop_at, "
             "interval_seconds::float8 AS interval_seconds, started_at, stopped_at, created_at, "
@@ -194,10 +195,10 @@ def status(session: Session, engine: Engine, measurement_id: int, *, timeout: fl
         return MeasurementStatusRead(measurement_id=m.measurement_id, name=m.name, state=m.state,
                                      collector=None)
     system = resolve_system(session, m.system_name)
-    answer = call_collector(engine, system.system_id, "status",
-                            {"measurement_id": measurement_id}, timeout=timeout)
+    answer = call_collector(engine, system.system_id, control.Status(measurement_id=measurement_id),
+                            timeout=timeout)
     return MeasurementStatusRead(measurement_id=m.measurement_id, name=m.name, state=m.state,
-                                 collector=answer)
+                                 collector=answer.model_dump(mode="json"))
 
 
 # ---------------------------------------------------------------- configuration as MEASCOM

@@ -66,6 +66,7 @@ from collector.measure.contab import (
     EntityDescriptor,
     format_process_spec,
 )
+from core import control
 from core.catalog import load_catalog
 
 __all__ = ["HELP", "MAX_OBEY_DEPTH", "MeascomError", "ReportSettings", "Session", "render_config"]
@@ -637,8 +638,9 @@ class Session:
                  FROM measure.collector_heartbeat WHERE system_name = %s
                 ORDER BY beat_at DESC LIMIT 1""", (self.system_name,))
 
-    def ask_collector(self, kind: str, payload: dict[str, Any]) -> tuple[dict | None, str | None]:
-        """Hand a control request to the collector; (response, None) or (None, why not).
+    def ask_collector(self, request: control.Request) -> tuple[control.Answer | None, str | None]:
+        """Hand a control request to the collector (core/control.py); (answer, None) or (None,
+        why not).
 
         Skips the wait when the system has no fresh heartbeat (no collector is running)."""
         hb = self._heartbeat()
@@ -646,17 +648,20 @@ class Session:
             last = f"last heartbeat {hb['age']:.0f} s ago" if hb else "no heartbeat ever"
             return None, f"the collector of {self.system_name} is not answering ({last})"
         with self._side_connection() as side:
-            rid = side.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
-                               (self.system_id, kind, Jsonb(payload))).fetchone()[0]
+            rid = control.submit(side, self.system_id, request)
             deadline = time.monotonic() + self.answer_timeout
             while True:
-                row = side.execute("SELECT answered_at, response, error"
-                                   "  FROM measure.request_answer(%s)", (rid,)).fetchone()
-                answered = row is not None and row[0] is not None
-                if answered or time.monotonic() >= deadline:
+                try:
+                    result = control.outcome(side, rid, request)
+                except control.MalformedAnswer as exc:
+                    side.execute("SELECT measure.forget_request(%s)", (rid,))
+                    return None, str(exc)
+                if result is not None or time.monotonic() >= deadline:
                     side.execute("SELECT measure.forget_request(%s)", (rid,))  # tidy up
-                    if answered:
-                        return (None, f"the collector says: {row[2]}") if row[2] else (row[1], None)
+                    if isinstance(result, control.Refusal):
+                        return None, f"the collector says: {result.message}"
+                    if result is not None:
+                        return result, None
                     return None, (f"the collector of {self.system_name} is not answering "
                                   f"(no answer within {self.answer_timeout:g} s)")
                 time.sleep(0.05)
@@ -701,14 +706,14 @@ class Session:
                    else "no interval"))
         running = [r for r in rows if r["state"] == "running"]
         if running:
-            resp, why = self.ask_collector("status", {"measurement_id": running[0]["measurement_id"]})
+            resp, why = self.ask_collector(control.Status(measurement_id=running[0]["measurement_id"]))
             if resp is None:
                 lines.append(f"  counter space: {why}")
             else:
                 lines.append("  counter space per CPU (CIDs used/limit, words used/limit):")
-                for cpu, c in sorted(resp.get("cpus", {}).items(), key=lambda kv: int(kv[0])):
-                    lines.append(f"    CPU {int(cpu):>2}: {c['cids']}/{c['cid_limit']} CIDs, "
-                                 f"{c['words']}/{c['words_limit']} words")
+                for cpu, c in sorted(resp.cpus.items(), key=lambda kv: int(kv[0])):
+                    lines.append(f"    CPU {int(cpu):>2}: {c.cids}/{c.cid_limit} CIDs, "
+                                 f"{c.words}/{c.words_limit} words")
         return "\n".join(lines)
 
     def _status_measurement(self, name: str) -> str:
@@ -734,17 +739,17 @@ class Session:
         else:
             lines.append("  stored interval records: none")
         if m.state in ("running", "stopped", "scheduled"):
-            resp, why = self.ask_collector("status", {"measurement_id": m.measurement_id})
+            resp, why = self.ask_collector(control.Status(measurement_id=m.measurement_id))
             if resp is None:
                 lines.append(f"  collector: {why}")
             else:
-                st = resp.get("status", {})
-                lines.append(f"  collector ({resp.get('at', '')}): {st.get('state')}, "
-                             f"{st.get('cids', 0)} CIDs, {st.get('counter_space_words', 0)} words "
-                             f"of counter space, {st.get('copies_written', 0)} copies")
-                for e, n in sorted(st.get("entities", {}).items()):
+                st = resp.status
+                lines.append(f"  collector ({resp.at.isoformat()}): {st.state}, "
+                             f"{st.cids} CIDs, {st.counter_space_words} words "
+                             f"of counter space, {st.copies_written} copies")
+                for e, n in sorted(st.entities.items()):
                     lines.append(f"    {self.catalog.entity(e).measure_name:<10} {n:>6} entities")
-                for k, n in sorted(st.get("not_allocated", {}).items()):
+                for k, n in sorted(st.not_allocated.items()):
                     lines.append(f"    not allocated {k}: {n}")
         return "\n".join(lines)
 

@@ -59,6 +59,7 @@ from collector.measure.read import (
     read,
     read_given,
 )
+from core import control
 from core.catalog import Catalog, EntityDef
 from core.entities import entity_id, entity_key
 
@@ -82,7 +83,7 @@ class ListingSession(Protocol):
 
     def current_measurement(self) -> Measurement: ...
 
-    def ask_collector(self, kind: str, payload: dict[str, Any]) -> tuple[dict | None, str | None]: ...
+    def ask_collector(self, request: control.Request) -> tuple[control.Answer | None, str | None]: ...
 
 
 
@@ -353,43 +354,43 @@ def list_active(s: ListingSession, cmd: ast.ListCommand) -> str:
     mid = m.measurement_id if m else None
     descs = _descriptors(s, cmd)
 
-    def read_live() -> tuple[datetime, dict[tuple, dict]]:
+    def read_live() -> tuple[datetime, dict[tuple, control.ActiveRecord]]:
         at, found = None, {}
         for d in descs:
-            payload = {"entity": ent.name, "descriptor": d.fields, "measurement_id": mid}
-            resp, why = s.ask_collector("read_active", payload)
+            resp, why = s.ask_collector(control.ReadActive(entity=ent.name, descriptor=d.fields,
+                                                           measurement_id=mid))
             if resp is None:
                 raise _err(f"LISTACTIVE {ent.measure_name}: {why}", cmd)
-            at = datetime.fromisoformat(resp["at"])
-            for r in resp.get("records", []):
-                found[(json.dumps(r["ids"], sort_keys=True), r.get("record_at"))] = r
+            at = resp.at
+            for r in resp.records:
+                found[(json.dumps(r.ids, sort_keys=True), r.record_at)] = r
         return at, found
 
     def vector(d: dict[str, Any]) -> list[int]:
         return [round(float(d.get(c.measure_name, 0) or 0)) for c in ent.counters]
 
-    def given(r: dict, since: datetime, at: datetime, counters: list[int]) -> GivenRecord:
-        key = entity_key(ent.id_fields, r["ids"])
-        return GivenRecord(r["ids"], since, at, int((at - since) / timedelta(microseconds=1)),
-                           counters, entity_id(s.system_id, ent.code, key), key, r.get("cpu"))
+    def given(r: control.ActiveRecord, since: datetime, at: datetime, counters: list[int]) -> GivenRecord:
+        key = entity_key(ent.id_fields, r.ids)
+        return GivenRecord(r.ids, since, at, int((at - since) / timedelta(microseconds=1)),
+                           counters, entity_id(s.system_id, ent.code, key), key, r.cpu)
 
     records: list[GivenRecord] = []
     if cmd.for_ is None:
         at, found = read_live()
         for r in found.values():
-            if r.get("baseline") is not None:
-                since, base = datetime.fromisoformat(r["baseline_at"]), vector(r["baseline"])
+            if r.baseline is not None and r.baseline_at is not None:
+                since, base = r.baseline_at, vector(r.baseline)
             else:
-                since, base = datetime.fromisoformat(r["record_at"]), None
-            records.append(given(r, since, at, difference(ent, vector(r["counters"]), base)))
+                since, base = r.record_at, None
+            records.append(given(r, since, at, difference(ent, vector(r.counters), base)))
     else:
         at1, first = read_live()
         s.sleep(cmd.for_.seconds)
         at2, second = read_live()
         for key, r in second.items():
             if key in first:
-                records.append(given(r, at1, at2, difference(ent, vector(r["counters"]),
-                                                             vector(first[key]["counters"]))))
+                records.append(given(r, at1, at2, difference(ent, vector(r.counters),
+                                                             vector(first[key].counters))))
     records = [x for x in records if x.delta_us > 0]
     q = _query(s, cmd, ent)
     res = _run(cmd, lambda: read_given(s.conn, records, q, contab=m.contab if m else None,

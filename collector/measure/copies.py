@@ -96,6 +96,19 @@ class IntervalBuilder:
             self._start_cols[entity.name] = start
         return self._level_cols[entity.name], self._start_cols[entity.name]
 
+    def baselines(self, measurement_id: int, entity: str, recs: list[int],
+                  alloc_us: list[int]) -> list[tuple[list[int], int] | None] | None:
+        """The latest copy of each of these counter records of a measurement, (values, copy
+        time), when it is of the record's current allocation (``alloc_us`` per record);
+        None for a record without one, and None when the measurement has no copy of this
+        entity type yet. MEASREADACTIVE's baseline: the change since measurement start."""
+        st = self._state.get((measurement_id, entity))
+        if st is None:
+            return None
+        return [(st.values[r].tolist(), int(st.at[r]))
+                if r < st.at.size and st.valid[r] and st.alloc[r] == alloc else None
+                for r, alloc in zip(recs, alloc_us, strict=True)]
+
     def on_copy(self, copy: Copy) -> IntervalBatch | None:
         if copy.error or len(copy) == 0:
             return None

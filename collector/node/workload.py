@@ -21,16 +21,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from collector.node.topology import NodeFileError, _fmt_loc
 
 __all__ = [
+    "DEFAULT_WORKLOADS",
     "WORKLOADS_DIR",
     "Stage",
     "Stream",
     "TxnType",
     "WorkloadSpec",
+    "default_workload",
     "load_workload",
     "workload_names",
 ]
 
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
+# Which workload a shipped node (nodes/*.yaml) runs unless MEASUREDB_COLLECTOR_WORKLOAD says
+# otherwise
+DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "et1-vlx": "et1", "rds-txp": "rds",
+                     "rds-vlx": "rds", "ref16": "ref16-day"}
+
+
+def default_workload(node: str) -> str:
+    """The workload a node runs by default: a shipped node's own, else the one of its name."""
+    return DEFAULT_WORKLOADS.get(node, node)
+
 
 # Default daily profile (local hour -> multiplier): three shifts, peak 11:00-17:00.
 DEFAULT_PROFILE = [

@@ -286,7 +286,8 @@ GRANT EXECUTE ON FUNCTION measure.token_scope(bytea) TO measure_api;
 -- ---------------------------------------------------------------- control requests
 
 -- Hand a request to the running collector of a system: returns its id; NOTIFYs
--- measuredb_request with the id (delivered when the caller commits).
+-- measuredb_request with the id (delivered when the caller commits). The kinds are
+-- core/control.py's RequestKind (tests/core/test_control.py checks that they agree).
 CREATE OR REPLACE FUNCTION measure.submit_request(p_system_id smallint, p_kind text, p_payload jsonb)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -307,11 +308,24 @@ $$;
 REVOKE ALL ON FUNCTION measure.submit_request(smallint, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.submit_request(smallint, text, jsonb) TO measure_api;
 
--- The collector's answer to a request (answered_at NULL while pending; no row: unknown id).
+-- The collector's answer to a request (answered_at NULL while pending; no row: unknown id):
+-- its response, or its error code (core/control.py) and message.
+-- (a changed result type needs the old function dropped first)
+DO $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc
+                WHERE oid = to_regprocedure('measure.request_answer(bigint)')
+                  AND NOT 'error_code' = ANY (proargnames)) THEN
+        DROP FUNCTION measure.request_answer(bigint);
+    END IF;
+END
+$drop$;
+
 CREATE OR REPLACE FUNCTION measure.request_answer(p_id bigint)
-RETURNS TABLE (answered_at timestamptz, response jsonb, error text)
+RETURNS TABLE (answered_at timestamptz, response jsonb, error_code text, error text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT r.answered_at, r.response, r.error FROM _measure.control_request r WHERE r.request_id = p_id
+    SELECT r.answered_at, r.response, r.error_code, r.error
+      FROM _measure.control_request r WHERE r.request_id = p_id
 $$;
 REVOKE ALL ON FUNCTION measure.request_answer(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.request_answer(bigint) TO measure_api;

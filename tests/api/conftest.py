@@ -2,7 +2,7 @@
 fake collector.
 
 The fake collector is a thread that answers pending _measure.control_request rows with a
-handler the test installs (kind, payload) -> response dict, or raises FakeError(text) to
+handler the test installs (kind, payload) -> response dict, or raises FakeError(code, text) to
 answer with an error. It stands in for the real collector in unit tests; the end-to-end test
 with the real collector lives elsewhere.
 """
@@ -75,7 +75,7 @@ def client(api_db_url: str) -> Iterator[TestClient]:
 @pytest.fixture
 def fake_collector(api_db_url: str) -> Iterator[FakeCollector]:
     with psycopg.connect(api_db_url) as c:  # requests left by earlier tests stay unanswered
-        c.execute("UPDATE _measure.control_request SET answered_at = now(), error = 'stale' "
+        c.execute("UPDATE _measure.control_request SET answered_at = now(), error_code = 'unavailable', error = 'stale' "
                   "WHERE answered_at IS NULL")
     with FakeCollector(api_db_url) as fc:
         yield fc

@@ -9,9 +9,17 @@ from typing import Self
 
 import psycopg
 
+from core.errors import ErrorKind
+
 
 class FakeError(Exception):
-    """Raised by a fake-collector handler: the request is answered with this error text."""
+    """Raised by a fake-collector handler: the request is answered with this error (its code,
+    core.errors.ErrorKind, and its message)."""
+
+    def __init__(self, code: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 class FakeCollector:
@@ -32,12 +40,12 @@ class FakeCollector:
                         continue
                     self.seen.append((kind, payload))
                     try:
-                        response, error = self.handler(kind, payload), None
+                        response, code, error = self.handler(kind, payload), None, None
                     except FakeError as exc:
-                        response, error = None, str(exc)
+                        response, code, error = None, exc.code.value, exc.message
                     conn.execute("UPDATE _measure.control_request SET answered_at = now(), response = %s, "
-                                 "error = %s WHERE request_id = %s",
-                                 (None if response is None else json.dumps(response), error, rid))
+                                 "error_code = %s, error = %s WHERE request_id = %s",
+                                 (None if response is None else json.dumps(response), code, error, rid))
                     conn.execute("SELECT pg_notify('measuredb_answer', %s)", (str(rid),))
                 self._stop.wait(0.02)
 

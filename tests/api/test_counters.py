@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from core.catalog import load_catalog
+from core.errors import ErrorKind
 from tests.api.fakes import FakeError
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -155,7 +156,7 @@ def test_active_read(client, mid, fake_collector, read_headers):
 
 def test_active_read_errors(client, fake_collector, read_headers):
     def refuse(kind, payload):
-        raise FakeError("invalid: CPU 9 is down")
+        raise FakeError(ErrorKind.INVALID, "CPU 9 is down")
 
     fake_collector.handler = refuse
     r = client.get("/active/cpu", params={"ids": "cpu:9"}, headers=read_headers)

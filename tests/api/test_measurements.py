@@ -9,8 +9,10 @@ import psycopg
 import pytest
 
 from api.measurements.service import contab_commands
+from collector.meascom.configure import apply_commands
 from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
+from core.errors import ErrorKind
 from tests.api.conftest import SYSTEM
 from tests.api.fakes import FakeError
 
@@ -73,7 +75,7 @@ def test_configuration_commands_round_trip_through_meascom():
     b.add_counter("REQUESTS", "$PROGS.SERVER1.*", "ACCUM", array=3)
     contab = b.build()
     lines = contab_commands(contab, "RT1")
-    again = ContabBuilder().apply(parse_script("\n".join(lines))).build()
+    again = apply_commands(ContabBuilder(), parse_script("\n".join(lines))).build()
     assert again.ordered() == contab.ordered()
     assert again.counters == contab.counters
     assert not any(line.startswith("==") for line in lines)
@@ -178,8 +180,11 @@ def test_status_of_configured_measurement_needs_no_collector(client, write_heade
 
 def test_status_asks_the_collector(client, write_headers, fake_collector, read_headers):
     m = create(client, write_headers, start=True)
-    answer = {"measurement_id": m["measurement_id"], "entities": {"cpu": 4}, "counter_space_words": 512,
-              "cids": 4, "copies_written": 12, "not_allocated": {}}
+    answer = {"status": {"measurement_id": m["measurement_id"], "name": m["name"], "state": "running",
+                         "entities": {"cpu": 4}, "counter_space_words": 512, "cids": 4,
+                         "copies_written": 12, "not_allocated": {}},
+              "cpus": {"0": {"cids": 4, "cid_limit": 512, "words": 512, "words_limit": 4_000_000}},
+              "at": "2026-01-01T08:00:00+00:00"}
     fake_collector.handler = lambda kind, payload: answer
     r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)
     assert r.status_code == 200, r.text
@@ -187,7 +192,7 @@ def test_status_asks_the_collector(client, write_headers, fake_collector, read_h
     assert fake_collector.seen[-1] == ("status", {"measurement_id": m["measurement_id"]})
 
     def refuse(kind, payload):
-        raise FakeError("not_found: no measurement 1 in MEASMON")
+        raise FakeError(ErrorKind.NOT_FOUND, "no measurement 1 in MEASMON")
 
     fake_collector.handler = refuse
     r = client.get(f"/measurements/{m['measurement_id']}/status", headers=read_headers)

@@ -21,9 +21,13 @@ from api.db import build_engine
 from tests.api.conftest import make_client
 from tests.api.fakes import FakeCollector
 
-ANSWERS = {"status": {"entities": {"cpu": 2}, "cids": 2},
-           "read_active": {"entity": "cpu", "at": "2024-05-01T00:00:00+00:00", "records": []},
-           "bump_init": {"offset": -1}, "bump": {"bumped": False}}
+AT = "2024-05-01T00:00:00+00:00"
+ANSWERS = {"status": {"status": {"measurement_id": 1, "name": "M", "state": "running",
+                                 "entities": {"cpu": 2}, "counter_space_words": 96, "cids": 2,
+                                 "copies_written": 0, "not_allocated": {}},
+                      "cpus": {}, "at": AT},
+           "read_active": {"entity": "cpu", "at": AT, "records": []},
+           "bump_init": {"offset": -1}, "bump": {"bumped": False, "at": AT}}
 SEMANTIC_422 = {
     "GET /active/{entity}": "descriptor fields and their values depend on the entity type",
     "GET /measurements/{measurement_id}/counters/{entity}":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.errors import ErrorKind
 from tests.api.fakes import FakeError
 
 
@@ -9,7 +10,7 @@ def test_bump_init_and_bump(client, write_headers, fake_collector):
     def answer(kind, payload):
         if kind == "bump_init":
             return {"offset": 17 if payload["ids"]["name"] == "REQUESTS" else -1}
-        return {"bumped": payload["offset"] == 17}
+        return {"bumped": payload["offset"] == 17, "at": "2026-01-01T08:00:00+00:00"}
 
     fake_collector.handler = answer
     r = client.post("/usercounters/bump-init", json={"cpu": 2, "pin": 45, "name": "requests"}, headers=write_headers)
@@ -26,7 +27,7 @@ def test_bump_init_and_bump(client, write_headers, fake_collector):
 
 def test_bump_errors(client, write_headers, fake_collector):
     def refuse(kind, payload):
-        raise FakeError("conflict: counter REQUESTS is a BUSY counter; use SETBUSY/RESETBUSY")
+        raise FakeError(ErrorKind.CONFLICT, "counter REQUESTS is a BUSY counter; use SETBUSY/RESETBUSY")
 
     fake_collector.handler = refuse
     r = client.post("/usercounters/bump", json={"cpu": 2, "pin": 45, "name": "REQUESTS", "op": "INC"},
@@ -44,3 +45,11 @@ def test_bump_errors(client, write_headers, fake_collector):
 def test_bump_without_collector_is_503(client, write_headers):
     r = client.post("/usercounters/bump-init", json={"cpu": 2, "pin": 45, "name": "R"}, headers=write_headers)
     assert r.status_code == 503
+
+
+def test_an_answer_not_of_the_kind_is_503(client, write_headers, fake_collector):
+    """The collector's answer is checked against the protocol (core/control.py): one that is
+    not a bump_init answer is the collector's fault, not the client's."""
+    fake_collector.handler = lambda kind, payload: {"offset": "seventeen"}
+    r = client.post("/usercounters/bump-init", json={"cpu": 2, "pin": 45, "name": "R"}, headers=write_headers)
+    assert r.status_code == 503 and "bump_init answer is malformed" in r.json()["detail"]

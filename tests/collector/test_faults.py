@@ -34,12 +34,15 @@ def reference(fresh_database, tmp_path_factory) -> tuple:
 
 
 def watermark(url: str) -> int | None:
+    """The durable watermark; None while the database is away or before the collector has
+    registered (a kill may land before its first commit)."""
     try:
         with psycopg.connect(url, connect_timeout=1) as c:
-            return c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
-                             ).fetchone()[0]
+            row = c.execute("SELECT _measure.timestamptz_to_us(durable_until) FROM _measure.collector_state"
+                            ).fetchone()
     except psycopg.OperationalError:
         return None
+    return None if row is None else row[0]
 
 
 def wait_until(cond, timeout: float = 60.0) -> None:
@@ -192,10 +195,12 @@ def test_control_is_answered_during_a_backfill(fresh_database, tmp_path: Path) -
     c.backfill(EPOCH + 30 * MINUTE, chunk_us=5 * MINUTE, serve_control=True)
     c.close()
     with psycopg.connect(url) as conn:
-        answers = dict(conn.execute("SELECT request_id, coalesce(response->>'at', error)"
-                                    " FROM _measure.control_request").fetchall())
-    assert answers[rid] == to_ts(EPOCH + 5 * MINUTE).isoformat()   # after the first chunk, not the last
-    assert answers[bad].startswith("invalid: the request lacks or mistypes a field")
+        answers = {r[0]: r[1:] for r in conn.execute(
+            "SELECT request_id, response->>'at', error_code, error FROM _measure.control_request")}
+    assert answers[rid] == (to_ts(EPOCH + 5 * MINUTE).isoformat(), None, None)  # after the first chunk
+    at, code, error = answers[bad]
+    assert (at, code) == (None, "invalid")
+    assert error.startswith("the request lacks or mistypes a field (ids: Field required; op: Field required)")
 
 
 def test_backfill_progress_as_log_lines(fresh_database, tmp_path: Path, caplog, monkeypatch) -> None:

@@ -10,8 +10,10 @@ import pytest
 
 from collector.service import Collector, SpooledDataLeft
 from collector.settings import CollectorSettings
-from core import schema
+from core import control, schema
 from core.database import start_embedded
+from core.errors import ErrorKind
+from core.times import to_ts
 from tests.engine import MODE, TIMESCALEDB
 
 MINUTE = 60_000_000
@@ -156,3 +158,47 @@ def test_a_configured_system_keeps_its_time_zone_and_cpu_types(fresh_database, t
     with psycopg.connect(url) as c:
         assert c.execute("SELECT time_zone FROM _measure.system").fetchone() == ("UTC",)
         assert c.execute("SELECT cpu, cpu_type FROM _measure.system_cpu_type").fetchall() == [(None, "TXP")]
+
+
+def test_control_requests_are_answered_with_typed_answers_and_errors(fresh_database, tmp_path: Path) -> None:
+    """The collector's side of the protocol (collector/control.py, core/control.py): each kind
+    gets its typed answer, each mistake its error code."""
+    url = fresh_database("_svc_typed")
+    schema.apply(url, mode=MODE)
+    c = Collector(settings(tmp_path), url)
+    c.register(epoch_us=EPOCH)
+    c.build()
+    c.backfill(EPOCH + 2 * MINUTE, chunk_us=MINUTE)
+    mid = next(iter(c.measmon.measurements))
+    ids = control.UserCounterIds(cpu=1, pin=300, name="REQUESTS")
+    asked = {
+        "status": control.Status(measurement_id=mid),
+        "read": control.ReadActive(entity="cpu", descriptor={"cpu": 1}, measurement_id=mid),
+        "init": control.BumpInit(ids=ids),
+        "unknown measurement": control.Status(measurement_id=999),
+        "not running": control.ReadActive(entity="cpu", measurement_id=999),
+        "unknown entity": control.ReadActive(entity="nonsense"),
+        "unmeasured": control.Bump(ids=control.UserCounterIds(cpu=0, pin=0, name="X"), op="INC"),
+        "wrong offset": control.Bump(ids=ids, offset=99_999, op="INC"),   # created by "init"
+    }
+    with psycopg.connect(url, autocommit=True) as conn:
+        rids = {what: control.submit(conn, c.state.system_id, r) for what, r in asked.items()}
+        assert c.handle_requests() == len(asked)
+        got = {what: control.outcome(conn, rids[what], r) for what, r in asked.items()}
+    c.close()
+    at = to_ts(EPOCH + 2 * MINUTE)
+    assert got["status"].status.state == "running" and got["status"].at == at
+    assert [r.ids for r in got["read"].records] == [{"cpu": 1}]
+    assert got["read"].records[0].baseline_at == at           # the copy at 08:02
+    assert got["init"] == control.BumpInitAnswer(offset=-1)   # no measurement has the counter
+    assert got["unmeasured"] == control.BumpAnswer(bumped=False, at=at)
+    codes = {what: (o.code, o.message) for what, o in got.items() if isinstance(o, control.Refusal)}
+    assert codes == {
+        "unknown measurement": (ErrorKind.NOT_FOUND, "measurement 999 is not known to the collector "
+                                                     "(not started yet?)"),
+        "not running": (ErrorKind.NOT_FOUND, "measurement 999 is not running"),
+        "unknown entity": (ErrorKind.INVALID, codes["unknown entity"][1]),
+        "wrong offset": (ErrorKind.CONFLICT, codes["wrong offset"][1]),
+    }
+    assert codes["unknown entity"][1].startswith("unknown entity type 'nonsense'")
+    assert codes["wrong offset"][1].startswith("offset 99999 is not this counter's")

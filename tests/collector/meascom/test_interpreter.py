@@ -416,7 +416,7 @@ def test_listall_structured_and_add_measurement(cpu_data, url, tmp_path, db):
 
 
 class FakeCollector:
-    """Answers control requests like collector/service.py does (status, read_active)."""
+    """Answers control requests like collector/control.py does (status, read_active)."""
 
     def __init__(self, url: str, answers: list[dict]):
         self.url, self.answers, self.requests = url, list(answers), []
@@ -458,7 +458,7 @@ def test_listactive_since_start_and_for(db, url, tmp_path):
     s = session(url, tmp_path, sleep=lambda sec: None)
     s.execute("ADD CPU *\nSTART MEASUREMENT LIVE1")
     mid = s.state.current
-    rec = {"ids": {"cpu": 2}, "cpu": 2, "record_at": "2025-11-07T00:00:00+00:00"}
+    rec = {"key": "cpu=2", "ids": {"cpu": 2}, "cpu": 2, "record_at": "2025-11-07T00:00:00+00:00"}
     a1 = {"entity": "cpu", "at": "2025-11-07T08:00:10+00:00", "records": [
         {**rec, "counters": _cpu_counters(CPU_BUSY_TIME=9_000_000, DISPATCHES=100),
          "baseline_at": "2025-11-07T08:00:00+00:00",
@@ -484,7 +484,8 @@ def test_status_with_collector_answer_and_timeout(db, url, tmp_path):
     s = session(url, tmp_path, answer_timeout=0.3)
     s.execute("ADD CPU *\nSTART MEASUREMENT RUN1")
     db.execute("UPDATE _measure.measurement SET state = 'running'")
-    answer = {"status": {"state": "running", "entities": {"cpu": 4}, "counter_space_words": 480,
+    answer = {"status": {"measurement_id": s.state.current, "name": "RUN1", "state": "running",
+                         "entities": {"cpu": 4}, "counter_space_words": 480,
                          "cids": 4, "copies_written": 12, "not_allocated": {}},
               "cpus": {"0": {"cids": 4, "cid_limit": 512, "words": 480, "words_limit": 4000000}},
               "at": "2025-11-07T08:00:00+00:00"}

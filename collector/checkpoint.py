@@ -1,0 +1,86 @@
+"""Checkpoint files: the node, MEASMON and the pipeline pickled at a slice boundary whose
+copies are all stored, so that a restart resumes there instead of replaying from the origin.
+
+A file is only resumed by the same code (:func:`code_fingerprint`), for the same origin, and
+when it is not ahead of the database's durable watermark; anything else (a damaged, stale or
+foreign file) is ignored and the collector replays. One file per collector and seed, under
+``<data_dir>/checkpoints/``, replaced atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collector.measure.measmon import Measmon
+from collector.sink import Pipeline
+
+log = logging.getLogger(__name__)
+
+COLLECTOR_DIR = Path(__file__).resolve().parent
+
+
+def code_fingerprint() -> str:
+    """A hash of the simulation and MEASURE code: a checkpoint pickled by other code is not
+    resumed (its objects may lack what this code expects); the collector replays instead."""
+    h = hashlib.sha256()
+    for path in sorted([*COLLECTOR_DIR.glob("node/*.py"), *COLLECTOR_DIR.glob("measure/*.py"),
+                        COLLECTOR_DIR / "sink.py"]):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def checkpoint_path(data_dir: Path, collector_id: str, seed: int) -> Path:
+    safe = collector_id.replace("\\", "")
+    return data_dir / "checkpoints" / f"{safe}-{seed}.pickle"
+
+
+@dataclass
+class Restored:
+    node: Any
+    measmon: Measmon
+    pipeline: Pipeline
+
+
+def save(path: Path, epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipeline) -> bool:
+    """Write the checkpoint; False (and a warning) when it cannot be pickled."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    callbacks = measmon.sink, measmon.on_state
+    measmon.sink = measmon.on_state = None  # they hold the writer's connection
+    try:
+        with tmp.open("wb") as f:
+            pickle.dump({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,
+                         "measmon": measmon, "pipeline": pipeline}, f,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        return True
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        log.warning("checkpoint not written (%s); a restart replays from the origin", exc)
+        tmp.unlink(missing_ok=True)
+        return False
+    finally:
+        measmon.sink, measmon.on_state = callbacks
+
+
+def load(path: Path, epoch_us: int, durable_until_us: int) -> Restored | None:
+    """The checkpoint, when there is a usable one (its MEASMON without callbacks: the caller
+    attaches its own)."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as f:
+            saved = pickle.load(f)
+    except Exception as exc:  # noqa: BLE001 - a damaged or stale file: replay instead
+        log.warning("checkpoint %s unreadable (%s); replaying from the origin", path, exc)
+        return None
+    if (saved.get("code") != code_fingerprint() or saved["epoch_us"] != epoch_us
+            or saved["node"].now_us > durable_until_us):
+        return None
+    return Restored(saved["node"], saved["measmon"], saved["pipeline"])
