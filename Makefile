@@ -71,6 +71,7 @@ lock: ## re-pin requirements.lock (what the product needs) and requirements-dev.
 	build/lock/venv/bin/python -m pip freeze --all --exclude-editable | grep -viE "^(measuredb|pip|setuptools|wheel)( @|==)" | sort -f > build/lock/product.txt
 	{ echo "# Exact pins of what the product needs (the image installs only these); make lock regenerates it."; cat build/lock/product.txt; } > requirements.lock
 	{ echo "# Exact pins of the test and lint tools, on top of requirements.lock (make install adds them;"; echo "# the image does not); make lock regenerates it."; grep -vxiFf build/lock/product.txt build/lock/all.txt; } > requirements-dev.lock
+	rm -rf build
 
 clean: ## remove .venv (keeps the data in .data)
 	rm -rf $(VENV) build *.egg-info
