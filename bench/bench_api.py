@@ -115,7 +115,8 @@ def counters_sql(entity: str) -> str:
 def node_entities() -> tuple[object, list[tuple[str, int, str, dict, int | None]]]:
     """The ref16 node's entities as the collector names them: (type, entity id, key, ids, cpu)."""
     from collector.measure.measmon import entity_ids
-    from collector.node import Node, load_node, load_workload
+    from collector.node import load_node, load_workload
+    from collector.node.engine import Node
     from collector.service import DEFAULT_WORKLOADS
     from core.entities import entity_id, entity_key
 

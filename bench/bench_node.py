@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.node import Node, load_node, load_workload
+from collector.node import load_node, load_workload
+from collector.node.engine import Node
 
 
 class AccumulatingHooks:

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from collector.node.topology import NodeFileError, node_names
+from collector.node.workload import default_workload
 
 node_app = typer.Typer(no_args_is_help=True, help="The simulated node alone, in memory.")
 out = Console(soft_wrap=True)
@@ -64,7 +65,6 @@ def sweep_command(
     "NonStop VLX Performance"): a table per node and one PNG plot."""
     # heavy (numba's compiled node, matplotlib): loaded only by the command that runs the node
     from collector.node.response import measure_response, plot_sweep
-    from collector.node.workload import default_workload
 
     loads = _loads(tps, lo, hi, steps)
     if minutes <= 0 or warm_minutes < 0:

@@ -25,6 +25,8 @@ import typer
 
 from api.settings import ApiSettings
 from cli.common import UserError, connection, console, database, friendly, out
+from collector.errors import CollectorConfigError, SpooledDataLeft
+from collector.node.topology import NodeFileError
 from collector.settings import CollectorSettings
 from core.database import describe_url
 from core.times import SECOND, now_us, to_ts
@@ -61,8 +63,6 @@ def collector(
 ) -> None:
     """Run the collector: the node (simulated, or this host) and MEASURE, writing into the database."""
     # heavy (numpy, numba's compiled node): loaded only by the commands that simulate
-    from collector.errors import CollectorConfigError
-    from collector.node.topology import NodeFileError
     from collector.service import run_collector, wait_for_database
 
     settings = CollectorSettings() if node is None else CollectorSettings(node=node)
@@ -113,8 +113,6 @@ def backfill(
 
 def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str | None, days: int) -> None:
     # heavy (numpy, numba's compiled node): loaded only by the commands that simulate
-    from collector.errors import CollectorConfigError, SpooledDataLeft
-    from collector.node.topology import NodeFileError
     from collector.service import Collector
 
     c = None

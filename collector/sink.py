@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from collector.measure.copies import IntervalBatch
+from collector.measure.copies import IntervalBatch, IntervalBuilder
 from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
 from core.catalog import Catalog
 from core.entities import entity_id, entity_key
@@ -296,8 +296,6 @@ class Pipeline:
     """Copies in, encoded slices out: the collector's side of the writer."""
 
     def __init__(self, catalog: Catalog, tables: dict[str, Any], system_id: int) -> None:
-        from collector.measure.copies import IntervalBuilder
-
         self.catalog = catalog
         self.system_id = system_id
         self.registry = EntityRegistry(catalog, tables, system_id)

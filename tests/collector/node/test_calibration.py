@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.node import Node
+from collector.node.engine import Node
 
 from .node_helpers import START_US, RecordingHooks
 

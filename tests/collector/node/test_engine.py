@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.node import Node, NullHooks, RealtimeClock, SimulatedClock
+from collector.node import NullHooks, RealtimeClock, SimulatedClock
+from collector.node.engine import Node
 from collector.node.hooks import NodeHooks
 
 from .node_helpers import START_US, RecordingHooks

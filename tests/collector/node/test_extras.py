@@ -14,7 +14,8 @@ from collector.meascom.parser import parse_script
 from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import COPY_START, Measmon, Measurement
-from collector.node import Node, NodeFileError, load_node
+from collector.node import NodeFileError, load_node
+from collector.node.engine import Node
 from collector.node.extras import user_counter_specs
 from collector.node.topology import NODES_DIR
 from core.catalog import load_catalog

@@ -9,7 +9,8 @@ import pickle
 import numpy as np
 import pytest
 
-from collector.node import Node, des
+from collector.node import des
+from collector.node.engine import Node
 from collector.node.sched import fcfs
 
 from .node_helpers import START_US, RecordingHooks

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector.node import Node, load_node, load_workload
+from collector.node import load_node, load_workload
+from collector.node.engine import Node
 
 from .node_helpers import RecordingHooks
 

@@ -9,7 +9,8 @@ import zoneinfo
 import pytest
 import yaml
 
-from collector.node import Node, load_workload
+from collector.node import load_workload
+from collector.node.engine import Node
 from collector.node.topology import NodeFileError
 from collector.node.workload import WORKLOADS_DIR, ShapeSpec, rate_multiplier
 
