@@ -5,6 +5,12 @@ A file is only resumed by the same code (:func:`code_fingerprint`), for the same
 when it is not ahead of the database's durable watermark; anything else (a damaged, stale or
 foreign file) is ignored and the collector replays. One file per collector and seed, under
 ``<data_dir>/checkpoints/``, replaced atomically.
+
+A checkpoint is a pickle (live objects: the node's arrays, MEASMON's state), so it is only ever
+read from a folder of the collector's own that no one else can write (mode 0700, the
+collector's user; :func:`collector.sink.private_folder`), and only a file of its own that no one
+else can write: anything else is not unpickled, and the collector replays (data that others
+could have written never runs as code; the spool holds no pickles at all, collector/slice.py).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.measure.measmon import Measmon
-from collector.sink import Pipeline
+from collector.sink import Pipeline, private_folder
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +55,18 @@ class Restored:
 
 
 def save(path: Path, epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipeline) -> bool:
-    """Write the checkpoint; False (and a warning) when it cannot be pickled."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint; False (and a warning) when it cannot be pickled or its folder is
+    not the collector's own."""
+    try:
+        private_folder(path.parent, "MEASUREDB_DATA_DIR")
+    except PermissionError as exc:
+        log.warning("checkpoint not written: %s; a restart replays from the origin", exc)
+        return False
     tmp = path.with_suffix(".tmp")
     callbacks = measmon.sink, measmon.on_state
     measmon.sink = measmon.on_state = None  # they hold the writer's connection
     try:
-        with tmp.open("wb") as f:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             pickle.dump({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,
                          "measmon": measmon, "pipeline": pipeline}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
@@ -73,6 +84,14 @@ def load(path: Path, epoch_us: int, durable_until_us: int) -> Restored | None:
     """The checkpoint, when there is a usable one (its MEASMON without callbacks: the caller
     attaches its own)."""
     if not path.exists():
+        return None
+    try:
+        private_folder(path.parent, "MEASUREDB_DATA_DIR")
+        st = path.stat()
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise PermissionError(f"{path} is not the collector's own file, or others may write it")
+    except PermissionError as exc:
+        log.warning("checkpoint not loaded (%s); replaying from the origin", exc)
         return None
     try:
         with path.open("rb") as f:

@@ -83,8 +83,11 @@ class Collector:
         self.node: Any = None
         self.measmon: Measmon | None = None
         self.pipeline: Pipeline | None = None
-        self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes,
-                             spool_full=settings.spool_full)
+        try:
+            self.writer = Writer(url, self.collector_id, settings.spool_path, settings.spool_max_bytes,
+                                 spool_full=settings.spool_full)
+        except PermissionError as exc:  # a spool folder others may write (collector/sink.py)
+            raise CollectorConfigError(f"spool folder: {exc}") from None
         self.control = ControlServer(self)
         self._last_beat = 0.0
         self.mode = "starting"

@@ -28,10 +28,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ import psycopg
 
 from collector.measure.copies import IntervalBatch, IntervalBuilder
 from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
+from collector.slice import Slice, SpoolFileError, decode, encode
 from core.catalog import Catalog
 from core.entities import entity_id, entity_key
 
@@ -59,6 +59,20 @@ _FIELD_TYPES = {"measurement_id": ">i4", "entity_id": ">i8", "record_at": ">i8",
                 "from_at": ">i8", "to_at": ">i8", "delta_us": ">i8", "copy_kind": ">i2",
                 "closing_kind": ">i2", "system_id": ">i2", "type_code": ">i2", "cpu": ">i2",
                 "error": ">i2", "n": ">i2", "nonzero": ">i8"}
+
+
+def private_folder(folder: Path, setting: str) -> None:
+    """Make `folder` (mode 0700) or check it: a folder of the collector's own that no one else
+    can write (what it holds is read back by the collector). Raises PermissionError saying
+    how to fix it."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = folder.stat()
+    if st.st_uid != os.geteuid():
+        raise PermissionError(f"{folder} belongs to another user (uid {st.st_uid}): the collector keeps only "
+                              f"files of its own there; use a folder of its own ({setting})")
+    if st.st_mode & 0o022:
+        raise PermissionError(f"{folder} may be written by others (mode {st.st_mode & 0o777:o}): make it "
+                              f"private (chmod 700 {folder}) or choose another folder ({setting})")
 
 
 class SpoolFull(RuntimeError):
@@ -235,27 +249,6 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
     return out
 
 
-@dataclass
-class Slice:
-    """Everything to write for times ≤ until_us (one transaction)."""
-
-    until_us: int
-    entities: list[tuple[int, int, str, str, int, int]] = field(default_factory=list)
-    runs: list[bytes] = field(default_factory=list)
-    extras: list[bytes] = field(default_factory=list)
-    n_runs: int = 0
-    n_intervals: int = 0
-    n_extras: int = 0
-    from_min_us: int | None = None   # earliest and latest FROM-TIMESTAMP of its intervals
-    from_max_us: int | None = None
-    pack_hours: list[int] = field(default_factory=list)  # hours (µs) other slices also write to
-    # (event, measurement id, at_us, usage per entity type at stop or None)
-    control: list[tuple[str, int, int, dict | None]] = field(default_factory=list)
-
-    def empty(self) -> bool:
-        return not (self.entities or self.runs or self.extras or self.control)
-
-
 class EntityRegistry:
     """(entity type, node slot) → entity id, plus the rows of entities not yet written."""
 
@@ -378,7 +371,7 @@ class Writer:
         self.spool_max_bytes = spool_max_bytes
         self.spool_full = spool_full
         self.backoff_max_s = backoff_max_s
-        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self.spool_dir, "MEASUREDB_COLLECTOR_SPOOL_DIR")
         self._conn: psycopg.Connection | None = None
         self.durable_until_us = -1
         self.down_since: float | None = None
@@ -494,13 +487,10 @@ class Writer:
                 return False
         for path in spooled:
             try:
-                with path.open("rb") as f:
-                    sl = pickle.load(f)
-                if not isinstance(sl, Slice):
-                    raise TypeError(f"holds a {type(sl).__name__}, not a slice")
+                sl = self._read(path)
             except FileNotFoundError:
                 continue
-            except Exception as exc:  # noqa: BLE001 - any unreadable file: quarantine, go on
+            except (SpoolFileError, OSError) as exc:  # unreadable: quarantined unread, the rest goes on
                 self._quarantine(path, exc)
                 continue
             try:
@@ -516,9 +506,21 @@ class Writer:
         self._backoff_s = 0.0
         return True
 
+    def _read(self, path: Path) -> Slice:
+        """A spooled slice: its bytes only if the file is no larger than the spool may hold,
+        decoded as data (collector/slice.py), never executed."""
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > self.spool_max_bytes:
+                raise SpoolFileError(f"{size} bytes, more than the spool may hold ({self.spool_max_bytes})")
+            data = f.read(size + 1)
+        if len(data) > size:
+            raise SpoolFileError("it grew while it was read")
+        return decode(data)
+
     def _quarantine(self, path: Path, exc: Exception) -> None:
         qdir = self.spool_dir / "quarantine"
-        qdir.mkdir(exist_ok=True)
+        qdir.mkdir(mode=0o700, exist_ok=True)
         target = qdir / path.name
         os.replace(path, target)
         log.error("spool file %s is unreadable (%s: %s); moved to %s, the rest of the spool "
@@ -526,7 +528,7 @@ class Writer:
                   "to see what it was", path.name, type(exc).__name__, str(exc)[:200], target)
 
     def _spool(self, sl: Slice) -> None:
-        data = pickle.dumps(sl, protocol=pickle.HIGHEST_PROTOCOL)
+        data = encode(sl)
         used = self.spooled_bytes()
         if used + len(data) > self.spool_max_bytes and self.spool_full == "drop-oldest":
             used = self._drop_oldest(used + len(data) - self.spool_max_bytes)
@@ -544,7 +546,7 @@ class Writer:
 
     def _write_file(self, final: Path, data: bytes) -> None:
         tmp = final.with_suffix(".tmp")
-        with tmp.open("wb") as f:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -563,15 +565,18 @@ class Writer:
         for path in self.spooled():
             if freed >= need:
                 break
-            with path.open("rb") as f:
-                sl = pickle.load(f)
+            try:
+                sl = self._read(path)
+            except (SpoolFileError, OSError) as exc:
+                self._quarantine(path, exc)
+                continue
             if not (sl.runs or sl.extras):
                 continue
             before = path.stat().st_size
             n = sl.n_intervals + sl.n_extras
             sl.runs, sl.extras, sl.n_runs, sl.n_intervals, sl.n_extras = [], [], 0, 0, 0
             sl.from_min_us = sl.from_max_us = None
-            self._write_file(path, pickle.dumps(sl, protocol=pickle.HIGHEST_PROTOCOL))
+            self._write_file(path, encode(sl))
             freed += before - path.stat().st_size
             self.dropped_slices += 1
             log.error("SPOOL FULL (limit %d bytes, MEASUREDB_COLLECTOR_SPOOL_FULL=drop-oldest): "

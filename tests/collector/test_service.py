@@ -98,6 +98,27 @@ def test_restart_from_a_checkpoint_file(reference, fresh_database, tmp_path: Pat
     assert snapshot(url) == reference
 
 
+def test_a_checkpoint_others_could_write_is_not_unpickled(fresh_database, tmp_path: Path, caplog) -> None:
+    """A checkpoint is a pickle: it is read only from the collector's own private folder, and
+    only when no one else may write it; otherwise the collector replays from the origin."""
+    url = fresh_database("_svc_ckpt_perm")
+    schema.apply(url, mode=MODE)
+    c = run(url, tmp_path, 10)
+    assert c.checkpoint()
+    c.close()
+    folder = tmp_path / "checkpoints"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    (ckpt,) = folder.glob("*.pickle")
+    assert ckpt.stat().st_mode & 0o777 == 0o600
+    ckpt.chmod(0o666)                                   # a file others may write: not loaded
+    again = Collector(settings(tmp_path), url)
+    again.register(epoch_us=EPOCH)
+    again.build()
+    assert again.node.now_us == EPOCH                   # replayed from the origin, not resumed
+    again.close()
+    assert "checkpoint not loaded" in caplog.text and "others may write it" in caplog.text
+
+
 def test_database_outage_is_spooled_and_replayed(reference, tmp_path: Path) -> None:
     server = start_embedded(tmp_path / "outage", dbname="measuredb", timescaledb=TIMESCALEDB)
     url = server.url()

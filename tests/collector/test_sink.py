@@ -10,6 +10,7 @@ import pytest
 from collector.measure.contab import ContabBuilder
 from collector.measure.measmon import COPY_INTERVAL, COPY_START, Measmon, Measurement
 from collector.sink import Pipeline, SpoolFull, Writer
+from collector.slice import Slice, SpoolFileError, decode, encode
 from core.catalog import load_catalog
 from core.entities import entity_id, entity_key
 from tests.collector.measure.fakes import SECOND, FakeNode
@@ -222,7 +223,7 @@ def test_drop_oldest_keeps_the_newest_and_says_so_loudly(target: str, tmp_path: 
     node, mon, pipe, _ = run(target, tmp_path / "spool")
     writer = Writer(AWAY, "sink", tmp_path / "spool", 1, spool_full="drop-oldest")
     sls = slices(mon, pipe, 40)
-    size = len(__import__("pickle").dumps(sls[1], protocol=5))
+    size = len(encode(sls[1]))
     writer.spool_max_bytes = 2 * size + 2000     # room for about two slices of intervals
     for sl in sls:
         assert not writer.flush(sl)
@@ -256,9 +257,7 @@ def test_a_corrupt_spool_file_is_quarantined_and_the_rest_replays(target: str, t
 def test_the_watermark_never_goes_backwards(target: str, tmp_path: Path) -> None:
     """A replayed slice that ends before what is stored (a measurement's "started" event
     spooled before an outage, replayed after a restart) does not move the watermark back."""
-    from collector.sink import Slice
-
-    node, mon, pipe, writer = run(target, tmp_path)
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
     for sl in slices(mon, pipe, 30):
         writer.flush(sl)
     assert watermark(target) == T0 + 30 * SECOND
@@ -275,3 +274,54 @@ def test_each_slice_condenses_its_hours_into_the_tiers(target: str, tmp_path: Pa
         rows = c.execute("SELECT cpu, busy_avg, qlen_avg FROM measure.cpu_hour ORDER BY cpu").fetchall()
         assert [(cpu, float(b), float(q)) for cpu, b, q in rows] == [(0, 50.0, 2.0), (1, 50.0, 2.0)]
         assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone()[0] == 0
+
+
+# ---------------------------------------------------------------- the spool holds data, never code
+
+class _Boom:
+    def __reduce__(self):
+        import os
+        return (os.system, ("touch /tmp/measuredb-spool-pwned",))
+
+
+def test_a_crafted_spool_file_is_quarantined_unread_and_runs_nothing(target: str, tmp_path: Path, caplog) -> None:
+    """A pickle that would run os.system, dropped into the spool by someone who could write it:
+    quarantined as not a slice, never unpickled; the genuine slices replay."""
+    import pickle
+
+    pwned = Path("/tmp/measuredb-spool-pwned")
+    pwned.unlink(missing_ok=True)
+    node, mon, pipe, writer = run(target, tmp_path / "spool")
+    writer.url = AWAY
+    for sl in slices(mon, pipe, 30):
+        writer.flush(sl)
+    evil = writer.spool_dir / "000000000000-0.slice"
+    evil.write_bytes(pickle.dumps(_Boom()))
+    writer.url = target
+    assert writer.drain(timeout_s=10)
+    assert not pwned.exists()
+    assert (writer.spool_dir / "quarantine" / evil.name).exists()
+    assert "not a measuredb slice" in caplog.text
+
+
+def test_a_slice_round_trips_and_any_change_is_refused() -> None:
+    sl = Slice(until_us=T0 + 5, entities=[(7, 1, "cpu=0", '{"cpu": 0}', 0, T0)], runs=[b"\x00\x01", b"abc"],
+               extras=[b"x" * 10], n_runs=2, n_intervals=3, n_extras=1, from_min_us=T0, from_max_us=T0 + 1,
+               pack_hours=[T0], control=[("started", 1, T0, None), ("stopped", 1, T0 + 5, {"entities": {"cpu": 2}})])
+    data = encode(sl)
+    assert decode(data) == sl
+    for cut in (data[:-1], data[:20], b"MDBSLICE" + data[8:-32] + bytes(32), data.replace(b"cpu=0", b"cpu=1"),
+                b"PICKLE!!" + data[8:]):
+        with pytest.raises(SpoolFileError):
+            decode(cut)
+
+
+def test_the_spool_folder_is_private_and_one_others_can_write_is_refused(tmp_path: Path) -> None:
+    made = tmp_path / "new" / "spool"
+    Writer(AWAY, "sink", made, 1 << 20)
+    assert made.stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(PermissionError, match="may be written by others .*chmod 700"):
+        Writer(AWAY, "sink", shared, 1 << 20)
