@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install timescaledb citus run test test-timescaledb test-citus test-fast schema bench bench-scale lint fmt lock clean
+.PHONY: help install timescaledb citus run test test-timescaledb test-citus test-fast test-reliability schema bench bench-scale lint fmt lock clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,9 @@ citus: $(STAMP) ## install Citus into the embedded PostgreSQL (from CITUS_DIR)
 
 test-citus: citus ## the Citus tests: a coordinator and two workers from the wheel (tests/citus)
 	$(BIN)/python -m pytest -n 0 -q tests/citus
+
+test-reliability: $(STAMP) ## the reliability suite alone (part of make test): outages, kill -9, hostile bodies, files, settings
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m reliability
 
 test-fast: $(STAMP) ## the tests that need no database
 	$(BIN)/python -m pytest -q -m "not db"

@@ -10,6 +10,8 @@ from tests.api.conftest import make_client
 from tests.api.test_io import CSV, HEADER, SYSTEM, io_url  # noqa: F401 - io_url: the import database
 from tests.tokens import create_token
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 
 class Source:
     """A chunked body that counts how much of it was taken (httpx sends a generator with

@@ -21,6 +21,8 @@ from api.db import build_engine
 from tests.api.conftest import make_client
 from tests.api.fakes import FakeCollector
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 AT = "2024-05-01T00:00:00+00:00"
 ANSWERS = {"status": {"status": {"measurement_id": 1, "name": "M", "state": "running",
                                  "entities": {"cpu": 2}, "counter_space_words": 96, "cids": 2,

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from cli.main import app
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 # arguments each command needs to get past its own parsing (valid shapes, nothing that exists)
 ARGS: dict[str, list[str]] = {
     "import": ["cpu.csv"],

@@ -25,6 +25,8 @@ from core.times import now_us, to_ts
 from tests.collector.test_service import EPOCH, MINUTE, reference_run, settings, snapshot
 from tests.engine import MODE, TIMESCALEDB
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -104,6 +106,7 @@ import sys
 from pathlib import Path
 from collector.settings import CollectorSettings
 from collector.service import Collector
+
 url, tmp, epoch, until = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 c = Collector(CollectorSettings(node="demo", seed=7, interval_seconds=60, backfill_days=0,
                                 data_dir=tmp, spool_dir=tmp / "spool"), url)

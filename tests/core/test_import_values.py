@@ -9,11 +9,14 @@ from __future__ import annotations
 import io
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.importer import LEVEL_BOUND, MAX_DELTA_US, ImportFailed, csv_rows, import_rows
 from tests.core.test_import_export import CPU_HEADER, M15, SYSTEM, counts, env, iso, run, write  # noqa: F401
+
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
 
 I64 = (1 << 63) - 1
 

@@ -13,6 +13,8 @@ from cli.main import app
 from collector.settings import CollectorSettings
 from core.settings import DatabaseSettings, describe_validation_error
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 runner = CliRunner()
 
 

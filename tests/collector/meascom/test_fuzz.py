@@ -37,6 +37,8 @@ from collector.meascom.parser import (
     printable,
 )
 
+pytestmark = pytest.mark.reliability  # the reliability suite (pytest -m reliability)
+
 ROOT = Path(__file__).resolve().parents[3]
 _FUZZ = settings(deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture,
