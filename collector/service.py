@@ -91,6 +91,7 @@ class Collector:
         self.control = ControlServer(self)
         self._last_beat = 0.0
         self.mode = "starting"
+        self.backfill_done = 0.0
         self.lag_us = 0
 
     # ------------------------------------------------------------------ set-up
@@ -180,6 +181,7 @@ class Collector:
         serve_control the API's requests are answered between chunks (at the node's time)."""
         self.mode = "backfill"
         start = self.node.now_us
+        self.backfill_done = 0.0
         mode = _progress_mode(progress)
         began = last_line = time.monotonic()
         if mode == "lines" and until_us > start:
@@ -190,6 +192,7 @@ class Collector:
             while self.node.now_us < until_us:
                 target = min(until_us, (self.node.now_us // chunk_us + 1) * chunk_us)
                 self.advance(target)
+                self.backfill_done = (self.node.now_us - start) / max(1, until_us - start)
                 if serve_control:
                     self.control_round()
                 self.heartbeat()
@@ -282,6 +285,8 @@ class Collector:
                   "spooled_bytes": self.writer.spooled_bytes(),
                   "durable_until_us": self.writer.durable_until_us,
                   "lag_s": round(self.lag_us / SECOND, 1)}
+        if self.mode == "backfill":
+            detail["backfill_done"] = round(self.backfill_done, 4)
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:
                 conn.execute(
@@ -294,7 +299,7 @@ class Collector:
                            simulated_at = excluded.simulated_at, detail = excluded.detail
                     """,
                     (self.collector_id, self.state.system_id, self.settings.node, self.mode,
-                     self.node.now_us, psycopg.types.json.Jsonb(detail)),
+                     None if self.node is None else self.node.now_us, psycopg.types.json.Jsonb(detail)),
                 )
         except psycopg.OperationalError:
             pass  # the writer is already spooling; the heartbeat resumes with the database
@@ -401,6 +406,7 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         wait_for_database(url, "registering the collector")
         try:
             collector.register()
+            collector.heartbeat(force=True)  # "starting": building the node may take a while (numba)
             collector.build()
             break
         except psycopg.OperationalError as exc:  # went away again in between

@@ -22,13 +22,17 @@ class CacheStatsRead(BaseModel):
 
 
 class HealthRead(BaseModel):
-    status: str = Field(description="ok, degraded (collector silent) or down (no database)",
-                        examples=["ok"])
+    status: str = Field(description="ok; starting (the collector is registering, building its node or "
+                                    "backfilling: detail says how far); degraded (the collector is silent); "
+                                    "down (no database)", examples=["ok"])
     database: bool = Field(description="the database answered")
     schema_version: int | None = Field(description="schema version recorded in the database")
     code_schema_version: int = Field(description="schema version of this measuredb")
     timescaledb: bool | None = Field(description="the database uses TimescaleDB")
     last_heartbeat_at: datetime | None = Field(description="last collector heartbeat")
-    collector_alive: bool = Field(description="a heartbeat within heartbeat_stale_seconds")
+    collector_alive: bool = Field(description="a heartbeat within heartbeat_stale_seconds (or a collector "
+                                              "still starting)")
+    collector_mode: str | None = Field(default=None, description="the latest heartbeat's mode: starting, "
+                                                                 "backfill or live")
     detail: str | None = None
     cache: CacheStatsRead | None = Field(default=None, description="null when the cache is off")

@@ -8,6 +8,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.health.schemas import HealthRead
 from core.schema import load_plan
 
+# A collector registering, compiling its node (numba's first start takes a minute or more on a
+# slow machine) or backfilling may beat less often than a live one: it counts as starting for
+# this long after its last heartbeat.
+STARTING = ("starting", "backfill")
+STARTING_STALE_S = 600.0
+
 
 def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
     code_version = load_plan().code_version
@@ -20,15 +26,29 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
                           code_schema_version=code_version, timescaledb=None,
                           last_heartbeat_at=None, collector_alive=False, detail=reason)
     beat = row.last_heartbeat_at
-    alive = beat is not None and (datetime.now(UTC) - beat).total_seconds() <= stale_seconds
+    age = None if beat is None else (datetime.now(UTC) - beat).total_seconds()
+    alive = age is not None and age <= stale_seconds
+    starting = row.collector_mode in STARTING and age is not None and age <= STARTING_STALE_S
+    if starting:
+        done = (row.collector_detail or {}).get("backfill_done")
+        status, detail = "starting", (
+            "the collector is starting (registering, building the node)" if row.collector_mode == "starting"
+            else f"the collector is backfilling its history ({100 * float(done or 0):.0f} % done); live "
+                 "collection follows")
+    elif alive:
+        status, detail = "ok", None
+    else:
+        status, detail = "degraded", (
+            "no collector has started yet (run `measuredb collector`, or `make run`)" if beat is None
+            else f"no collector heartbeat within {stale_seconds:g} s")
     return HealthRead(
-        status="ok" if alive else "degraded",
+        status=status,
         database=True,
         schema_version=row.schema_version,
         code_schema_version=code_version,
         timescaledb=row.timescaledb,
         last_heartbeat_at=beat,
-        collector_alive=alive,
-        detail=None if alive else "no collector heartbeat within "
-        f"{stale_seconds:g} s",
+        collector_alive=alive or starting,
+        collector_mode=row.collector_mode,
+        detail=detail,
     )

@@ -33,12 +33,27 @@ SELECT h.collector_id, s.system_name, h.node, h.mode, h.started_at, h.beat_at, h
 GRANT SELECT ON measure.collector_heartbeat TO measure_writer, measure_api, measure_reader;
 
 -- What GET /health reports about the database.
+-- (the latest heartbeat's mode and detail say whether the collector is starting: registering,
+-- compiling its node, backfilling, with its progress; measure.schema_info's columns grew, so it
+-- is made anew)
+DO $drop$
+BEGIN
+    IF to_regprocedure('measure.schema_info()') IS NOT NULL
+       AND pg_get_function_result(to_regprocedure('measure.schema_info()')) NOT LIKE '%collector_mode%' THEN
+        DROP FUNCTION measure.schema_info();
+    END IF;
+END
+$drop$;
 CREATE OR REPLACE FUNCTION measure.schema_info()
-RETURNS TABLE (schema_version integer, timescaledb boolean, last_heartbeat_at timestamptz)
+RETURNS TABLE (schema_version integer, timescaledb boolean, last_heartbeat_at timestamptz,
+               collector_mode text, collector_detail jsonb)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT (SELECT max(version) FROM _measure.schema_version),
            (SELECT timescaledb FROM _measure.install_info),
-           (SELECT max(beat_at) FROM _measure.collector_heartbeat)
+           h.beat_at, h.mode, h.detail
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (SELECT beat_at, mode, detail FROM _measure.collector_heartbeat
+                          ORDER BY beat_at DESC LIMIT 1) h ON true
 $$;
 REVOKE ALL ON FUNCTION measure.schema_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.schema_info() TO measure_writer, measure_api, measure_reader;

@@ -29,7 +29,38 @@ def test_health_without_collector_is_degraded(client: TestClient, db_url: str) -
     assert body["schema_version"] == load_plan().code_version == body["code_schema_version"]
     assert body["timescaledb"] is TIMESCALEDB
     assert body["collector_alive"] is False
-    assert body["detail"] == "no collector heartbeat within 60 s"
+    assert body["detail"] == "no collector has started yet (run `measuredb collector`, or `make run`)"
+
+
+@pytest.mark.parametrize(("mode", "age_s", "detail", "status", "alive"), [
+    ("starting", 200, {}, "starting", True),          # building the node: quiet for minutes
+    ("backfill", 90, {"backfill_done": 0.42}, "starting", True),
+    ("backfill", 900, {"backfill_done": 0.42}, "degraded", False),
+    ("live", 90, {}, "degraded", False),
+    ("live", 5, {}, "ok", True),
+])
+def test_health_tells_a_starting_collector_from_a_silent_one(client, db_url, mode, age_s, detail, status,
+                                                             alive) -> None:
+    from datetime import timedelta
+
+    from psycopg.types.json import Jsonb
+
+    beat = datetime.now(UTC) - timedelta(seconds=age_s)
+    with psycopg.connect(db_url) as c:
+        c.execute("DELETE FROM _measure.collector_heartbeat")
+        c.execute("INSERT INTO _measure.collector_heartbeat (collector_id, node, started_at, beat_at, mode, detail) "
+                  "VALUES ('test', 'demo', %s, %s, %s, %s)", (beat, beat, mode, Jsonb(detail)))
+    try:
+        body = client.get("/health").json()
+        assert (body["status"], body["collector_alive"], body["collector_mode"]) == (status, alive, mode)
+        if mode == "backfill" and status == "starting":
+            assert body["detail"] == ("the collector is backfilling its history (42 % done); live collection "
+                                      "follows")
+        if status == "degraded":
+            assert body["detail"] == "no collector heartbeat within 60 s"
+    finally:
+        with psycopg.connect(db_url) as c:
+            c.execute("DELETE FROM _measure.collector_heartbeat WHERE collector_id = 'test'")
 
 
 def test_health_with_fresh_heartbeat_is_ok(client: TestClient, db_url: str) -> None:
