@@ -52,7 +52,7 @@ DECLARE
         'hour_breach', 'hour_shadow', 'cpu_trend_day', 'shard_route'];
     -- on every node, in foreign-key order (a referenced table first)
     v_reference text[] := ARRAY[
-        'system', 'entity_type', 'counter_def', 'measurement', 'entity',
+        'system', 'entity_type', 'counter_def', 'tier_entity', 'tier_item', 'measurement', 'entity',
         'shift', 'calendar', 'calendar_shift', 'holiday', 'threshold', 'system_cpu_type',
         'retention', 'purged', 'record_tier_type', 'record_tier_counter',
         'breach_basis', 'breach_state', 'component_map', 'report_definition', 'structured_record',

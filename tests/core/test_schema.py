@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from core import schema as runner
+from core.catalog import load_catalog
 
 SCHEMA = runner.SCHEMA_DIR
 ALL_SQL = sorted(SCHEMA.glob("*.sql")) + sorted((SCHEMA / "idempotent").glob("*.sql"))
@@ -117,6 +118,46 @@ def test_a_changed_frozen_file_is_refused(fresh_database, tmp_path: Path) -> Non
     f.write_text(f.read_text() + "\n-- edited after release\n")
     with pytest.raises(runner.SchemaError, match=r"000-foundation.sql \(version 000\) changed after it was applied"):
         runner.apply(url, mode="off", schema_dir=schema_dir)
+
+
+def _set_tier_order(schema_dir: Path, entity: str, tier_order: str) -> None:
+    """The catalogue copy's tier_order of one entity type; no tiers: its tier items go too."""
+    cat = schema_dir / "catalog"
+    lines = (cat / "entities.csv").read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        fields = line.split(",", 6)
+        if fields[1] == entity:
+            lines[i] = ",".join([*fields[:5], tier_order, fields[6]])
+    (cat / "entities.csv").write_text("".join(lines))
+    if not tier_order:
+        items = (cat / "tier_items.csv").read_text().splitlines(keepends=True)
+        (cat / "tier_items.csv").write_text("".join(x for x in items if not x.startswith(f"{entity},")))
+    load_catalog.cache_clear()  # the catalogue is read once per directory and process
+
+
+def test_the_tiered_types_follow_the_catalogue(fresh_database, tmp_path: Path) -> None:
+    url = fresh_database("_runner_tiers")
+    schema_dir = _copy_schema(tmp_path)
+    runner.apply(url, mode="off", schema_dir=schema_dir)
+    _set_tier_order(schema_dir, "tmf", "")       # no thresholds name it: it may lose its tiers
+    _set_tier_order(schema_dir, "disc", "7")     # and the order follows the catalogue
+    runner.apply(url, mode="off", schema_dir=schema_dir)
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT _measure.tiered_entities()").fetchone()[0] == [
+            "cpu", "line", "process", "userdef", "disc"]
+        assert c.execute("SELECT count(*) FROM measure.tier_item WHERE entity = 'tmf'").fetchone()[0] == 0
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"entity: tmf is no entity type with "
+                                                                       r"thresholds \(cpu, line, process, userdef, disc\)"):
+            c.execute("SELECT _measure.threshold_key(NULL, 'tmf', 'trans_avg', '>', NULL)")
+        c.rollback()
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            c.execute("INSERT INTO _measure.threshold (entity, item, operator, limit_value) VALUES ('tmf', 'x', '>', 1)")
+    _set_tier_order(schema_dir, "cpu", "")       # the default thresholds name cpu
+    with pytest.raises(runner.SchemaError, match=r"entity types with thresholds no tiers .*cpu.*: delete those "
+                                                 r"thresholds first.*nothing was applied"):
+        runner.apply(url, mode="off", schema_dir=schema_dir)
+    with psycopg.connect(url) as c:
+        assert "cpu" in c.execute("SELECT _measure.tiered_entities()").fetchone()[0]
 
 
 def test_bad_file_names_are_refused(tmp_path: Path) -> None:
