@@ -48,6 +48,13 @@ BEGIN
 END
 $citus$;
 
-ALTER TABLE _measure.threshold DROP CONSTRAINT threshold_entity_check;
-ALTER TABLE _measure.threshold ADD CONSTRAINT threshold_entity_fkey FOREIGN KEY (entity)
-    REFERENCES _measure.tier_entity (entity) ON UPDATE CASCADE NOT VALID;
+-- (in a DO block: Citus sends an ALTER TABLE of a reference table to the workers as its query
+-- string, which here would be this whole file: "cannot insert multiple commands into a
+-- prepared statement")
+DO $threshold$
+BEGIN
+    ALTER TABLE _measure.threshold DROP CONSTRAINT threshold_entity_check;
+    ALTER TABLE _measure.threshold ADD CONSTRAINT threshold_entity_fkey FOREIGN KEY (entity)
+        REFERENCES _measure.tier_entity (entity) ON UPDATE CASCADE NOT VALID;
+END
+$threshold$;

@@ -110,10 +110,14 @@ BEGIN
     END LOOP;
 
     -- (a table referencing one of them was made a Citus local table by Citus itself when the
-    -- referenced table became a reference table: it becomes a reference table in its turn)
+    -- referenced table became a reference table: it becomes a reference table in its turn.
+    -- pg_dist_partition, not citus_tables: that one measures every shard from other
+    -- connections, which wait for the locks this transaction holds once a versioned file has
+    -- altered a reference table, as 140-tier-catalogue.sql does)
     FOREACH v_name IN ARRAY v_reference LOOP
         v_rel := format('_measure.%I', v_name)::regclass;
-        IF NOT EXISTS (SELECT 1 FROM citus_tables t WHERE t.table_name = v_rel AND t.citus_table_type = 'reference') THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition p
+                        WHERE p.logicalrelid = v_rel AND p.partmethod = 'n' AND p.repmodel = 't') THEN
             PERFORM create_reference_table(v_rel);
         END IF;
     END LOOP;

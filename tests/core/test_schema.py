@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from core import schema as runner
-from core.catalog import load_catalog
 
 SCHEMA = runner.SCHEMA_DIR
 ALL_SQL = sorted(SCHEMA.glob("*.sql")) + sorted((SCHEMA / "idempotent").glob("*.sql"))
@@ -120,28 +119,28 @@ def test_a_changed_frozen_file_is_refused(fresh_database, tmp_path: Path) -> Non
         runner.apply(url, mode="off", schema_dir=schema_dir)
 
 
-def _set_tier_order(schema_dir: Path, entity: str, tier_order: str) -> None:
-    """The catalogue copy's tier_order of one entity type; no tiers: its tier items go too."""
-    cat = schema_dir / "catalog"
+def _with_tier_order(schema_dir: Path, target: Path, **tier_order: str) -> Path:
+    """A copy of schema_dir whose catalogue gives entity types another tier_order ('': no tiers,
+    and its tier items go too). A new directory: the catalogue is read once per directory."""
+    shutil.copytree(schema_dir, target)
+    cat = target / "catalog"
     lines = (cat / "entities.csv").read_text().splitlines(keepends=True)
     for i, line in enumerate(lines):
         fields = line.split(",", 6)
-        if fields[1] == entity:
-            lines[i] = ",".join([*fields[:5], tier_order, fields[6]])
+        if fields[1] in tier_order:
+            lines[i] = ",".join([*fields[:5], tier_order[fields[1]], fields[6]])
     (cat / "entities.csv").write_text("".join(lines))
-    if not tier_order:
-        items = (cat / "tier_items.csv").read_text().splitlines(keepends=True)
-        (cat / "tier_items.csv").write_text("".join(x for x in items if not x.startswith(f"{entity},")))
-    load_catalog.cache_clear()  # the catalogue is read once per directory and process
+    items = (cat / "tier_items.csv").read_text().splitlines(keepends=True)
+    (cat / "tier_items.csv").write_text("".join(x for x in items if tier_order.get(x.split(",")[0]) != ""))
+    return target
 
 
 def test_the_tiered_types_follow_the_catalogue(fresh_database, tmp_path: Path) -> None:
     url = fresh_database("_runner_tiers")
     schema_dir = _copy_schema(tmp_path)
     runner.apply(url, mode="off", schema_dir=schema_dir)
-    _set_tier_order(schema_dir, "tmf", "")       # no thresholds name it: it may lose its tiers
-    _set_tier_order(schema_dir, "disc", "7")     # and the order follows the catalogue
-    runner.apply(url, mode="off", schema_dir=schema_dir)
+    # tmf: no thresholds name it, it may lose its tiers; disc: the order follows the catalogue
+    runner.apply(url, mode="off", schema_dir=_with_tier_order(schema_dir, tmp_path / "s1", tmf="", disc="7"))
     with psycopg.connect(url) as c:
         assert c.execute("SELECT _measure.tiered_entities()").fetchone()[0] == [
             "cpu", "line", "process", "userdef", "disc"]
@@ -152,12 +151,13 @@ def test_the_tiered_types_follow_the_catalogue(fresh_database, tmp_path: Path) -
         c.rollback()
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
             c.execute("INSERT INTO _measure.threshold (entity, item, operator, limit_value) VALUES ('tmf', 'x', '>', 1)")
-    _set_tier_order(schema_dir, "cpu", "")       # the default thresholds name cpu
+    # the default thresholds name cpu
     with pytest.raises(runner.SchemaError, match=r"entity types with thresholds no tiers .*cpu.*: delete those "
                                                  r"thresholds first.*nothing was applied"):
-        runner.apply(url, mode="off", schema_dir=schema_dir)
+        runner.apply(url, mode="off", schema_dir=_with_tier_order(schema_dir, tmp_path / "s2", cpu=""))
     with psycopg.connect(url) as c:
-        assert "cpu" in c.execute("SELECT _measure.tiered_entities()").fetchone()[0]
+        assert c.execute("SELECT _measure.tiered_entities()").fetchone()[0] == [
+            "cpu", "line", "process", "userdef", "disc"]
 
 
 def test_bad_file_names_are_refused(tmp_path: Path) -> None:
