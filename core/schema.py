@@ -356,7 +356,7 @@ def _load_tiers(cur: psycopg.Cursor, catalog: Catalog) -> None:
         # only thresholds reference these rows: a type that lost its tiers still has some
         raise SchemaError(
             f"the catalogue gives entity types with thresholds no tiers ({exc.diag.message_detail or exc}): "
-            "delete those thresholds first (measuredb threshold delete), or keep the type's tier_order in "
+            "remove those thresholds first (measuredb threshold remove), or keep the type's tier_order in "
             "schema/catalog/entities.csv; nothing was applied") from None
     pending = cur.execute(
         "SELECT 1 FROM pg_constraint WHERE conrelid = '_measure.threshold'::regclass"

@@ -152,7 +152,7 @@ def test_the_tiered_types_follow_the_catalogue(fresh_database, tmp_path: Path) -
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
             c.execute("INSERT INTO _measure.threshold (entity, item, operator, limit_value) VALUES ('tmf', 'x', '>', 1)")
     # the default thresholds name cpu
-    with pytest.raises(runner.SchemaError, match=r"entity types with thresholds no tiers .*cpu.*: delete those "
+    with pytest.raises(runner.SchemaError, match=r"entity types with thresholds no tiers .*cpu.*: remove those "
                                                  r"thresholds first.*nothing was applied"):
         runner.apply(url, mode="off", schema_dir=_with_tier_order(schema_dir, tmp_path / "s2", cpu=""))
     with psycopg.connect(url) as c:
