@@ -1,13 +1,20 @@
-"""The MEASURE counter catalogue: entity types and their counters, loaded from CSV.
+"""The MEASURE counter catalogue: entity types, their counters and their tiers, loaded from CSV.
 
-``schema/catalog/entities.csv`` and ``schema/catalog/counters.csv`` are the single source of
-truth; this module loads and validates them and offers lookups::
+``schema/catalog/entities.csv``, ``counters.csv`` and ``tier_items.csv`` are the single source
+of truth; this module loads and validates them and offers lookups::
 
     cat = load_catalog()
     cpu = cat.entity("CPU")              # also "cpu", "DISK" (synonym of DISC), or 1
     cpu.counter("CPU-BUSY-TIME")         # also "cpu_busy_time", any case
     cpu.index("cpu_qtime")               # position in the record layout (0-based)
     cpu.kinds                            # np.int8 array of KIND_* codes, record order
+    cat.tiered_names                     # the entity types with tiers, in tier_order
+    cpu.tier_items                       # the items of its shift, month and year tiers
+
+Tiers: the entity types with a ``tier_order`` in entities.csv have the tiers :data:`TIERS`
+(``measure.<entity>_hour`` … ``_year``); the order numbers them wherever they are listed (API
+enums, dashboards, messages). ``tier_items.csv`` names the items their shift, month and year
+tiers keep (``<item>_avg``, ``_max``, ``_min``, ``_delt``), in column order.
 
 Row order of counters within an entity is the record layout (``CounterDef.position``).
 Names: ``measure_name`` is the verbatim legacy MEASURE name; ``name`` is its mechanical
@@ -37,11 +44,14 @@ __all__ = [
     "KIND_QUEUE",
     "KIND_RESPONSE",
     "KIND_SNAPSHOT",
+    "TIERS",
+    "TIER_UNITS",
     "UNITS",
     "Catalog",
     "CatalogError",
     "CounterDef",
     "EntityDef",
+    "TierItem",
     "UnknownCounter",
     "UnknownEntityType",
     "load_catalog",
@@ -74,11 +84,17 @@ KINDS: tuple[str, ...] = (
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 
 UNITS: tuple[str, ...] = ("us", "events", "bytes", "pages", "blocks", "length", "samples")
+# what a tier item's value is measured in (tier_items.csv unit; by_type: USERDEF, per counter TYPE)
+TIER_UNITS: tuple[str, ...] = ("length", "per_second", "percent", "ratio", "bytes_per_second", "seconds",
+                               "by_type")
+# the tiers of every entity type with a tier_order, finest first
+TIERS: tuple[str, ...] = ("hour", "shift", "month", "year")
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "schema" / "catalog"
 
-ENTITY_COLUMNS = ("type_code", "entity", "measure_name", "id_fields", "synonyms", "help")
+ENTITY_COLUMNS = ("type_code", "entity", "measure_name", "id_fields", "synonyms", "tier_order", "help")
 COUNTER_COLUMNS = ("entity", "counter", "measure_name", "kind", "unit", "max_of", "help")
+TIER_ITEM_COLUMNS = ("entity", "item", "enform", "unit", "help")
 
 
 class CatalogError(ValueError):
@@ -120,6 +136,18 @@ class CounterDef:
         return KIND_CODES[self.kind]
 
 
+@dataclass(frozen=True, slots=True)
+class TierItem:
+    """An item the shift, month and year tiers of an entity type keep (tier_items.csv)."""
+
+    entity: str
+    item: str
+    enform: str  # its ENFORM name (QLEN, DISC BUSY …)
+    unit: str  # one of TIER_UNITS
+    help: str
+    position: int  # 0-based, in the entity's tier_items.csv order (the views' column order)
+
+
 @dataclass(frozen=True)
 class EntityDef:
     code: int
@@ -129,6 +157,13 @@ class EntityDef:
     synonyms: tuple[str, ...]
     help: str
     counters: tuple[CounterDef, ...]
+    tier_order: int | None = None  # None: interval records only, no tiers
+    tier_items: tuple[TierItem, ...] = ()
+
+    @property
+    def tiered(self) -> bool:
+        """Has the tiers TIERS (measure.<entity>_hour, _shift, _month, _year)."""
+        return self.tier_order is not None
 
     @functools.cached_property
     def _by_name(self) -> dict[str, CounterDef]:
@@ -198,6 +233,16 @@ class Catalog:
     def __iter__(self):
         return iter(self.entities.values())
 
+    @functools.cached_property
+    def tiered(self) -> tuple[EntityDef, ...]:
+        """The entity types with tiers, in tier_order."""
+        return tuple(sorted((e for e in self.entities.values() if e.tiered), key=lambda e: e.tier_order))
+
+    @functools.cached_property
+    def tiered_names(self) -> tuple[str, ...]:
+        """Names of the entity types with tiers, in tier_order: cpu, disc, line, process, …"""
+        return tuple(e.name for e in self.tiered)
+
     def counter(self, entity: str | int, name: str) -> CounterDef:
         return self.entity(entity).counter(name)
 
@@ -237,8 +282,12 @@ def _load(directory: Path) -> Catalog:
     ent_path = directory / "entities.csv"
     ctr_path = directory / "counters.csv"
 
+    items_path = directory / "tier_items.csv"
+
     entities: dict[str, dict] = {}
     codes: set[int] = set()
+    tier_orders: dict[int, str] = {}
+    lines: dict[str, int] = {}  # entity -> its line in entities.csv
     for line, r in _read_csv(ent_path, ENTITY_COLUMNS):
         try:
             code = int(r["type_code"])
@@ -262,9 +311,23 @@ def _load(directory: Path) -> Catalog:
         for s in ids:
             if not s.isidentifier() or s != s.lower():
                 raise _err(ent_path, line, "id_fields", f"{s!r} is not a snake-case field name")
+        tier_order = None
+        if r["tier_order"]:
+            try:
+                tier_order = int(r["tier_order"])
+            except ValueError:
+                tier_order = 0
+            if tier_order < 1:
+                raise _err(ent_path, line, "tier_order",
+                           f"must be a positive integer (or empty: no tiers), got {r['tier_order']!r}")
+            if tier_order in tier_orders:
+                raise _err(ent_path, line, "tier_order",
+                           f"duplicate tier_order {tier_order} (also entity {tier_orders[tier_order]!r})")
+            tier_orders[tier_order] = name
         if not r["help"]:
             raise _err(ent_path, line, "help", "help text is required")
         codes.add(code)
+        lines[name] = line
         entities[name] = {
             "code": code,
             "name": name,
@@ -273,6 +336,8 @@ def _load(directory: Path) -> Catalog:
             "synonyms": tuple(s.strip().upper() for s in r["synonyms"].split(";") if s.strip()),
             "help": r["help"],
             "counters": [],
+            "tier_order": tier_order,
+            "tier_items": [],
         }
 
     rows_by_entity: dict[str, list[tuple[int, dict[str, str]]]] = {}
@@ -327,10 +392,37 @@ def _load(directory: Path) -> Catalog:
             for i, (_, r) in enumerate(rows)
         ]
 
+    for line, r in _read_csv(items_path, TIER_ITEM_COLUMNS):
+        e = r["entity"]
+        if e not in entities:
+            raise _err(items_path, line, "entity", f"unknown entity {e!r} (not in entities.csv)")
+        if entities[e]["tier_order"] is None:
+            raise _err(items_path, line, "entity",
+                       f"entity {e!r} has no tiers (its tier_order in entities.csv is empty)")
+        item = r["item"]
+        if not item or item != item.lower() or not item.isidentifier():
+            raise _err(items_path, line, "item", f"must be a lower-case identifier, got {item!r}")
+        items = entities[e]["tier_items"]
+        if any(i.item == item for i in items):
+            raise _err(items_path, line, "item", f"duplicate item {item!r} of entity {e!r}")
+        if not r["enform"]:
+            raise _err(items_path, line, "enform", "the ENFORM name is required")
+        if r["unit"] not in TIER_UNITS:
+            raise _err(items_path, line, "unit", f"unknown unit {r['unit']!r}; valid: {', '.join(TIER_UNITS)}")
+        if not r["help"]:
+            raise _err(items_path, line, "help", "help text is required")
+        items.append(TierItem(entity=e, item=item, enform=r["enform"], unit=r["unit"], help=r["help"],
+                              position=len(items)))
+    for name, d in entities.items():
+        if d["tier_order"] is not None and not d["tier_items"]:
+            raise _err(ent_path, lines[name], "tier_order",
+                       f"entity {name!r} has tiers but no items in {items_path.name}")
+
     ordered = sorted(entities.values(), key=lambda d: d["code"])
     return Catalog(
         entities={
-            d["name"]: EntityDef(**{**d, "counters": tuple(d["counters"])}) for d in ordered
+            d["name"]: EntityDef(**{**d, "counters": tuple(d["counters"]), "tier_items": tuple(d["tier_items"])})
+            for d in ordered
         }
     )
 
@@ -341,7 +433,7 @@ def _load_cached(directory: Path) -> Catalog:
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
-    """Load (and cache) the catalogue from ``path`` (a directory holding both CSVs).
+    """Load (and cache) the catalogue from ``path`` (a directory holding the three CSVs).
 
     Defaults to ``<repo>/schema/catalog``. Raises :class:`CatalogError` naming file, line and
     field for any malformed row.

@@ -6,8 +6,8 @@
   system's local time with its UTC offset, or MEASURE Julian timestamps), DELTA-TIME, ERROR,
   (USERDEF: TYPE) and every counter by its MEASURE name. Rows are the intervals whose FROM lies
   in [from, to), ordered by system, FROM, entity and measurement.
-* Tiers: ``measure.<entity>_<tier>`` (hour, shift, month, year of CPU, DISC, LINE, PROCESS,
-  USERDEF, TMF) with the view's own column names; the buckets that overlap [from, to) (shift,
+* Tiers: ``measure.<entity>_<tier>`` (hour, shift, month, year of the entity types with tiers
+  in the catalogue: CPU, DISC, LINE, PROCESS, USERDEF, TMF) with the view's own column names; the buckets that overlap [from, to) (shift,
   month and year buckets by the system's local dates). Instants are written in UTC ISO 8601,
   local times and dates in ISO 8601, numbers exactly as stored.
 
@@ -28,15 +28,13 @@ from typing import Any, BinaryIO
 import psycopg
 from psycopg import sql
 
-from core.catalog import EntityDef, load_catalog
+from core.catalog import TIERS, EntityDef, load_catalog
 from core.entities import ID_FIELD_RANGES
 from core.importer import interval_header
 
-__all__ = ["KINDS", "TIERS", "TIER_ENTITIES", "ExportError", "ExportSpec", "export", "plan", "systems_of"]
+__all__ = ["KINDS", "TIERS", "ExportError", "ExportSpec", "export", "plan", "systems_of"]
 
-TIERS = ("hour", "shift", "month", "year")
 KINDS = ("interval", *TIERS)
-TIER_ENTITIES = ("cpu", "disc", "line", "process", "userdef", "tmf")
 BATCH_ROWS = 10_000
 _BUCKET = {"hour": "hour_at", "shift": "shift_day", "month": "month", "year": "year"}
 
@@ -73,10 +71,10 @@ def plan(entity: str | None, kind: str | None) -> list[ExportSpec]:
             ents = [cat.entity(entity)]
         except KeyError as exc:
             raise ExportError(str(exc), "entity") from None
-        if kind not in ("interval", "all") and ents[0].name not in TIER_ENTITIES:
+        if kind not in ("interval", "all") and not ents[0].tiered:
             raise ExportError(f"{ents[0].measure_name} has no tiers (interval records only); tiers exist for "
-                              f"{', '.join(e.upper() for e in TIER_ENTITIES)}", "tier")
-    return [ExportSpec(e, k) for e in ents for k in kinds if k == "interval" or e.name in TIER_ENTITIES]
+                              f"{', '.join(e.measure_name for e in cat.tiered)}", "tier")
+    return [ExportSpec(e, k) for e in ents for k in kinds if k == "interval" or e.tiered]
 
 
 def systems_of(conn: psycopg.Connection, system: str | None) -> list[tuple[int, str, str]]:

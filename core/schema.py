@@ -12,8 +12,10 @@ Layout of schema/ (style P4):
   PostgreSQL) gets the plain files and then these: ``idempotent/005-distribute.citus.sql``
   distributes the interval data and every tier by system_id and makes the catalogue and the
   configuration reference tables, before the other idempotent files run.
-* ``catalog/*.csv``: the MEASURE counter catalogue, loaded into ``_measure.entity_type`` and
-  ``_measure.counter_def`` on every run (it is the single source of truth).
+* ``catalog/*.csv``: the MEASURE counter catalogue, loaded into ``_measure.entity_type``,
+  ``_measure.counter_def``, ``_measure.tier_entity`` and ``_measure.tier_item`` on every run
+  (it is the single source of truth), after the versioned files and before the idempotent
+  ones, which read it (the tier views of each entity type with tiers, for one).
 
 The whole run holds an advisory lock and is one transaction: it is applied entirely or not
 at all. A database written by a newer measuredb (a higher version than the files here) is
@@ -29,9 +31,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import psycopg
+
+if TYPE_CHECKING:
+    from core.catalog import Catalog
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 LOCK_KEY = 0x4D454153  # 'MEAS'
@@ -255,7 +260,7 @@ def database_version(conn: psycopg.Connection) -> int | None:
 
 
 def load_catalog_rows(conn: psycopg.Connection, schema_dir: Path) -> None:
-    """Load catalog/entities.csv and catalog/counters.csv (validated by core.catalog)."""
+    """Load catalog/entities.csv, counters.csv and tier_items.csv (validated by core.catalog)."""
     from core.catalog import load_catalog
 
     catalog = load_catalog(schema_dir / "catalog")
@@ -307,6 +312,63 @@ def load_catalog_rows(conn: psycopg.Connection, schema_dir: Path) -> None:
              "counter": [c.name for e in catalog.entities.values() for c in e.counters],
              "position": [c.position + 1 for e in catalog.entities.values() for c in e.counters]},
         )
+        if cur.execute("SELECT to_regclass('_measure.tier_entity') IS NOT NULL").fetchone()[0]:
+            _load_tiers(cur, catalog)
+
+
+def _load_tiers(cur: psycopg.Cursor, catalog: Catalog) -> None:
+    """The entity types with tiers and their tier items (schema/140-tier-catalogue.sql); then
+    the foreign key of _measure.threshold to them is validated, once."""
+    items = [i for e in catalog.tiered for i in e.tier_items]
+    try:
+        cur.execute(
+            """
+            INSERT INTO _measure.tier_entity AS t (entity, tier_order)
+            SELECT u.entity, u.tier_order FROM unnest(%(entity)s::text[], %(tier_order)s::smallint[]) u (entity, tier_order)
+            ON CONFLICT (entity) DO UPDATE SET tier_order = excluded.tier_order
+             WHERE t.tier_order IS DISTINCT FROM excluded.tier_order
+            """,
+            {"entity": [e.name for e in catalog.tiered], "tier_order": [e.tier_order for e in catalog.tiered]},
+        )
+        cur.execute(
+            """
+            INSERT INTO _measure.tier_item AS i (entity, item, enform, unit, help, position)
+            SELECT u.* FROM unnest(%(entity)s::text[], %(item)s::text[], %(enform)s::text[], %(unit)s::text[],
+                                   %(help)s::text[], %(position)s::smallint[]) u
+            ON CONFLICT (entity, item) DO UPDATE
+               SET enform = excluded.enform, unit = excluded.unit, help = excluded.help, position = excluded.position
+             WHERE (i.enform, i.unit, i.help, i.position)
+                   IS DISTINCT FROM (excluded.enform, excluded.unit, excluded.help, excluded.position)
+            """,
+            {"entity": [i.entity for i in items], "item": [i.item for i in items],
+             "enform": [i.enform for i in items], "unit": [i.unit for i in items],
+             "help": [i.help for i in items], "position": [i.position + 1 for i in items]},
+        )
+        cur.execute(
+            """
+            DELETE FROM _measure.tier_item i
+             WHERE (i.entity, i.item) NOT IN (SELECT u.entity, u.item FROM unnest(%(entity)s::text[], %(item)s::text[]) u (entity, item))
+            """,
+            {"entity": [i.entity for i in items], "item": [i.item for i in items]},
+        )
+        cur.execute("DELETE FROM _measure.tier_entity t WHERE t.entity <> ALL (%s::text[])", (list(catalog.tiered_names),))
+    except psycopg.errors.ForeignKeyViolation as exc:
+        # only thresholds reference these rows: a type that lost its tiers still has some
+        raise SchemaError(
+            f"the catalogue gives entity types with thresholds no tiers ({exc.diag.message_detail or exc}): "
+            "remove those thresholds first (measuredb threshold remove), or keep the type's tier_order in "
+            "schema/catalog/entities.csv; nothing was applied") from None
+    pending = cur.execute(
+        "SELECT 1 FROM pg_constraint WHERE conrelid = '_measure.threshold'::regclass"
+        " AND conname = 'threshold_entity_fkey' AND NOT convalidated").fetchone()
+    if pending:
+        try:
+            cur.execute("ALTER TABLE _measure.threshold VALIDATE CONSTRAINT threshold_entity_fkey")
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise SchemaError(
+                f"a threshold names an entity type without tiers ({exc.diag.message_detail or exc}): "
+                "delete it from _measure.threshold, or give the type a tier_order in "
+                "schema/catalog/entities.csv; nothing was applied") from None
 
 
 def apply(url: str, *, mode: Mode = "auto", schema_dir: Path = SCHEMA_DIR,
@@ -354,10 +416,10 @@ def apply(url: str, *, mode: Mode = "auto", schema_dir: Path = SCHEMA_DIR,
                 "INSERT INTO _measure.schema_version (version, name, checksum) VALUES (%s, %s, %s)",
                 (version, common[version].path.name, _version_checksum(plan, version, timescale)),
             )
+        load_catalog_rows(conn, schema_dir)  # the idempotent files read the catalogue
         for f in plan.idempotent:
             if f.applies(timescale, citus):
                 _execute(conn, f)
-        load_catalog_rows(conn, schema_dir)
         version = plan.code_version
         layout = {"distributed": 0, "reference": 0, "workers": 0}
         if citus:

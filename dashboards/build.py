@@ -30,12 +30,14 @@ from typing import Any
 
 import yaml
 
+from core.catalog import load_catalog
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 ALERTING = HERE / "provisioning" / "alerting" / "measuredb.yaml"
 DS_TYPE = "grafana-postgresql-datasource"
 DS = {"type": DS_TYPE, "uid": "${datasource}"}
-ENTITIES = ("cpu", "disc", "line", "process", "userdef", "tmf")
+ENTITIES = load_catalog().tiered_names  # the entity types with tiers (and thresholds): one alert rule each
 
 
 def default_thresholds() -> list[tuple[str, str, str, float, str]]:

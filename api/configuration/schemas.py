@@ -7,7 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Entity = Literal["cpu", "disc", "line", "process", "userdef", "tmf"]
+from core.catalog import load_catalog
+
+# an entity type with thresholds: one with tiers (the catalogue's, in its order)
+Entity = Literal[load_catalog().tiered_names]  # type: ignore[valid-type]
 Operator = Literal[">", ">=", "<", "<="]
 
 

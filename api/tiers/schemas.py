@@ -8,36 +8,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.contract import Instant
+from core.catalog import TIERS, load_catalog
 
+# the catalogue's entity types with tiers and its tiers, in its order (schema/catalog/entities.csv)
+TierEntity = StrEnum("TierEntity", {n: n for n in load_catalog().tiered_names})  # type: ignore[misc]
+TierEntity.__doc__ = "Entity types with performance-data-base tiers (measure.<entity>_<tier> views)."
 
-class TierEntity(StrEnum):
-    """Entity types with performance-data-base tiers (measure.<entity>_<tier> views)."""
+TierName = StrEnum("TierName", {t: t for t in (*TIERS, "auto")})  # type: ignore[misc]
+TierName.__doc__ = "hour, shift, month, year, or auto (chosen from the from/to range)."
 
-    cpu = "cpu"
-    disc = "disc"
-    line = "line"
-    process = "process"
-    userdef = "userdef"
-    tmf = "tmf"
-
-
-class TierName(StrEnum):
-    """hour, shift, month, year, or auto (chosen from the from/to range)."""
-
-    hour = "hour"
-    shift = "shift"
-    month = "month"
-    year = "year"
-    auto = "auto"
-
-
-class StoredTier(StrEnum):
-    """The tiers stored as views (every TierName but auto)."""
-
-    hour = "hour"
-    shift = "shift"
-    month = "month"
-    year = "year"
+StoredTier = StrEnum("StoredTier", {t: t for t in TIERS})  # type: ignore[misc]
+StoredTier.__doc__ = "The tiers stored as views (every TierName but auto)."
 
 
 class TierQuery(BaseModel):

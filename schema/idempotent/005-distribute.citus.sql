@@ -52,7 +52,7 @@ DECLARE
         'hour_breach', 'hour_shadow', 'cpu_trend_day', 'shard_route'];
     -- on every node, in foreign-key order (a referenced table first)
     v_reference text[] := ARRAY[
-        'system', 'entity_type', 'counter_def', 'measurement', 'entity',
+        'system', 'entity_type', 'counter_def', 'tier_entity', 'tier_item', 'measurement', 'entity',
         'shift', 'calendar', 'calendar_shift', 'holiday', 'threshold', 'system_cpu_type',
         'retention', 'purged', 'record_tier_type', 'record_tier_counter',
         'breach_basis', 'breach_state', 'component_map', 'report_definition', 'structured_record',
@@ -110,10 +110,14 @@ BEGIN
     END LOOP;
 
     -- (a table referencing one of them was made a Citus local table by Citus itself when the
-    -- referenced table became a reference table: it becomes a reference table in its turn)
+    -- referenced table became a reference table: it becomes a reference table in its turn.
+    -- pg_dist_partition, not citus_tables: that one measures every shard from other
+    -- connections, which wait for the locks this transaction holds once a versioned file has
+    -- altered a reference table, as 140-tier-catalogue.sql does)
     FOREACH v_name IN ARRAY v_reference LOOP
         v_rel := format('_measure.%I', v_name)::regclass;
-        IF NOT EXISTS (SELECT 1 FROM citus_tables t WHERE t.table_name = v_rel AND t.citus_table_type = 'reference') THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition p
+                        WHERE p.logicalrelid = v_rel AND p.partmethod = 'n' AND p.repmodel = 't') THEN
             PERFORM create_reference_table(v_rel);
         END IF;
     END LOOP;

@@ -14,6 +14,16 @@ SELECT d.entity, t.type_code, d.counter, d.measure_name, d.kind, d.unit, d.max_o
   FROM _measure.counter_def d JOIN _measure.entity_type t USING (entity);
 GRANT SELECT ON measure.counter_def TO measure_writer, measure_api, measure_reader;
 
+-- The entity types with hour, shift, month and year tiers (measure.<entity>_hour … _year), in
+-- the catalogue's order (schema/catalog/entities.csv, column tier_order; loaded before these
+-- files run). Every loop over them and every check of an entity argument reads this list.
+CREATE OR REPLACE FUNCTION _measure.tiered_entities()
+RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT coalesce(array_agg(t.entity ORDER BY t.tier_order), '{}') FROM _measure.tier_entity t
+$$;
+REVOKE ALL ON FUNCTION _measure.tiered_entities() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION _measure.tiered_entities() TO measure_writer;
+
 CREATE OR REPLACE VIEW measure.system AS
 SELECT system_id, system_name, system_number, time_zone, os_version
   FROM _measure.system;

@@ -21,7 +21,8 @@
 --   recomputed before its horizon from the class below (their tiers stay as condensed).
 --
 -- Readers use the measure.* views: <entity>_hour, <entity>_shift, <entity>_month,
--- <entity>_year for entity in cpu, disc, line, process, userdef, tmf.
+-- <entity>_year for each entity type with tiers (_measure.tiered_entities(): the catalogue's
+-- cpu, disc, line, process, userdef, tmf).
 
 -- ---------------------------------------------------------------- shifts (the calendar)
 
@@ -362,7 +363,7 @@ DO $best$
 DECLARE
     v_entity text;
 BEGIN
-    FOREACH v_entity IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
+    FOREACH v_entity IN ARRAY _measure.tiered_entities() LOOP
         EXECUTE format($v$
             CREATE OR REPLACE VIEW _measure.%1$I AS
             SELECT h.* FROM _measure.%2$I h
@@ -589,37 +590,14 @@ COMMENT ON VIEW measure.tmf_hour IS
 
 -- ---------------------------------------------------------------- items for the upper tiers
 
--- The ENFORM items the shift, month and year tiers keep, one row each: value is the hour's
--- (time-weighted) value and weight what it is weighted by when hours are combined
--- (elapsed time, or the denominator of a ratio).
-CREATE OR REPLACE VIEW measure.tier_item (entity, item, enform, unit, help) AS VALUES
-    ('cpu', 'qlen', 'QLEN', 'length', 'CPU-QTIME / DELTA-TIME'),
-    ('cpu', 'mqlen', 'MQLEN', 'length', 'MEM-QTIME / DELTA-TIME'),
-    ('cpu', 'swap', 'SWAP', 'per_second', 'SWAPS per second'),
-    ('cpu', 'busy', 'BUSY', 'percent', 'CPU-BUSY-TIME %'),
-    ('cpu', 'ibusy', 'IBUSY', 'percent', 'INTR-BUSY-TIME %'),
-    ('cpu', 'sbusy', 'SBUSY', 'percent', 'SEND-BUSY-TIME %'),
-    ('disc', 'busy', 'DISC BUSY', 'percent', 'DEVICE-QBUSY-TIME %'),
-    ('disc', 'qlen', 'REQ QLEN', 'length', 'REQUEST-QTIME / DELTA-TIME'),
-    ('disc', 'seek_busy', 'SEEK BUSY', 'percent', 'SEEK-BUSY-TIME %'),
-    ('disc', 'write_busy', 'WRITE BUSY', 'percent', 'WRITE-BUSY-TIME %'),
-    ('disc', 'cache_hits', 'CACHE HITS', 'per_second', 'CACHE-HITS per second'),
-    ('disc', 'cache_misses', 'CACHE MISSES', 'per_second', 'CACHE-MISSES per second'),
-    ('disc', 'hit_ratio', 'HIT RATIO', 'ratio', 'CACHE-HITS / (CACHE-HITS + CACHE-MISSES)'),
-    ('disc', 'byte_rate', 'BYTE RATE', 'bytes_per_second', '(INPUT-BYTES + OUTPUT-BYTES) per second'),
-    ('line', 'read_busy', 'READ BUSY', 'percent', 'READ-BUSY-TIME %'),
-    ('line', 'write_busy', 'WRITE BUSY', 'percent', 'WRITE-BUSY-TIME %'),
-    ('line', 'requests', 'REQUESTS', 'per_second', 'REQUESTS per second'),
-    ('line', 'byte_rate', 'BYTE RATE', 'bytes_per_second', '(INPUT-BYTES + OUTPUT-BYTES) per second'),
-    ('line', 'tps', 'TRANSACTIONS', 'per_second', 'TRANSACTIONS per second'),
-    ('line', 'response', 'RESPONSE', 'seconds', 'RESPONSE-TIME / TRANSACTIONS'),
-    ('process', 'busy', 'BUSY', 'percent', 'CPU-BUSY-TIME %'),
-    ('process', 'pqlen', 'PQLEN', 'length', 'RECV-QTIME / DELTA-TIME'),
-    ('process', 'vsem', 'VSEM', 'per_second', 'VSEMS per second'),
-    ('process', 'ready_busy', 'READY-BUSY', 'ratio', 'READY-TIME / CPU-BUSY-TIME'),
-    ('userdef', 'value', 'VALUE', 'by_type', 'ACCUM per second, BUSY %, QUEUE average length'),
-    ('tmf', 'trans', 'TRANS', 'per_second', 'HOME-TRANS per second'),
-    ('tmf', 'lifetime', 'LIFETIME', 'seconds', 'HOME-TRANS-QTIME / HOME-TRANS');
+-- The ENFORM items the shift, month and year tiers keep, one row each, in the order of the
+-- tier views' columns: the catalogue's (schema/catalog/tier_items.csv). An item's value is the
+-- hour's (time-weighted) value and its weight what it is weighted by when hours are combined
+-- (elapsed time, or the denominator of a ratio), both computed by _measure.hour_item below.
+CREATE OR REPLACE VIEW measure.tier_item (entity, item, enform, unit, help) AS
+SELECT i.entity, i.item, i.enform, i.unit, i.help
+  FROM _measure.tier_item i JOIN _measure.tier_entity t USING (entity)
+ ORDER BY t.tier_order, i.position;
 GRANT SELECT ON measure.tier_item TO measure_writer, measure_api, measure_reader;
 
 -- Every item of every subject and hour (one measurement per entity and hour).
@@ -1003,8 +981,9 @@ DROP FUNCTION IF EXISTS _measure.purge_blocker(timestamptz);  -- retention: 026-
 -- subject and bucket with, per item of measure.tier_item: <item>_avg (time-weighted),
 -- <item>_max, <item>_min and <item>_delt (shift: max - min of the hourly values; month and
 -- year: the largest delt of the tier below, Figure 8's BUSY-DELT-M = MAX(BUSY-DELT-D)).
--- Generated here from measure.tier_item so that the three tiers of the six entities cannot
--- drift apart; each column carries its ENFORM name as a comment (QLEN-AVG-D ...).
+-- Generated here from the catalogue's tier items (measure.tier_item) so that the three tiers
+-- of the entity types with tiers cannot drift apart; each column carries its ENFORM name as a
+-- comment (QLEN-AVG-D ...). The subject columns of each type are written out below.
 DO $gen$
 DECLARE
     ent text;
@@ -1019,7 +998,7 @@ DECLARE
     suffix text;
     delt text;
 BEGIN
-    FOREACH ent IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
+    FOREACH ent IN ARRAY _measure.tiered_entities() LOOP
         subj := CASE ent
             WHEN 'cpu' THEN 't.subject::smallint AS cpu'
             WHEN 'tmf' THEN 't.subject::smallint AS cpu'
@@ -1031,6 +1010,10 @@ BEGIN
                                 || 'e.ids->>''program_file_name'' AS program_file_name, upper(e.ids->>''name'') AS counter_name, '
                                 || '(e.ids->>''index'')::integer AS counter_index'
         END;
+        IF subj IS NULL THEN
+            RAISE EXCEPTION 'the catalogue gives entity type % tiers, but its tier views have no subject columns', ent
+                USING HINT = 'write them in schema/idempotent/020-tiers.sql (and its hour tier), or empty its tier_order in schema/catalog/entities.csv';
+        END IF;
         joins := CASE WHEN ent IN ('line', 'process', 'userdef')
                       THEN ' LEFT JOIN _measure.entity e ON e.entity_id = t.subject::bigint' ELSE '' END;
         FOREACH tier IN ARRAY ARRAY['shift', 'month', 'year'] LOOP
@@ -1042,7 +1025,7 @@ BEGIN
             delt := CASE tier WHEN 'shift' THEN 'max(vmax) - min(vmin)' ELSE 'max(delt_max)' END;
             items := '';
             comments := ARRAY[]::text[];
-            FOR r IN SELECT item, enform FROM measure.tier_item WHERE entity = ent LOOP
+            FOR r IN SELECT item, enform FROM _measure.tier_item WHERE entity = ent ORDER BY position LOOP
                 items := items || format(
                     E',\n       sum(wsum) FILTER (WHERE item = %1$L) / nullif(sum(weight) FILTER (WHERE item = %1$L), 0) AS %2$I'
                     ',\n       max(vmax) FILTER (WHERE item = %1$L) AS %3$I'
@@ -1069,8 +1052,8 @@ SELECT s.system_name, %2$s, t.%3$I, t.shift_no, t.%4$s, t.shift_hours,
   JOIN _measure.system s USING (system_id)%10$s$v$,
                 ent || '_' || tier, subj, bucket,
                 CASE tier WHEN 'shift' THEN 'hours' WHEN 'month' THEN 'shifts, t.hours' ELSE 'months, t.hours' END,
-                (SELECT string_agg(format(E',\n       t.%1$I, t.%2$I, t.%3$I, t.%4$I', item || '_avg', item || '_max', item || '_min', item || '_delt'), '')
-                   FROM measure.tier_item WHERE entity = ent),
+                (SELECT string_agg(format(E',\n       t.%1$I, t.%2$I, t.%3$I, t.%4$I', item || '_avg', item || '_max', item || '_min', item || '_delt'), '' ORDER BY position)
+                   FROM _measure.tier_item WHERE entity = ent),
                 counts, items, tier, ent, joins);
             EXECUTE format('GRANT SELECT ON measure.%I TO measure_writer, measure_api, measure_reader', ent || '_' || tier);
             EXECUTE format('COMMENT ON VIEW measure.%I IS %L', ent || '_' || tier,

@@ -87,9 +87,9 @@ DECLARE
     v_sys smallint := measure.system_id_of(p_system);
     v_items text;
 BEGIN
-    IF p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
+    IF p_entity <> ALL (_measure.tiered_entities()) THEN
         RAISE EXCEPTION 'unknown entity %', p_entity USING ERRCODE = 'invalid_parameter_value',
-              HINT = 'entity: one of cpu, disc, line, process, userdef, tmf';
+              HINT = 'entity: one of ' || array_to_string(_measure.tiered_entities(), ', ');
     END IF;
     -- the items of the thresholds in force that are columns of the hour view, each read as
     -- numeric (an item naming no column has no value and never breaks)

@@ -128,7 +128,7 @@ DECLARE
     with_ct text;
     r record;
 BEGIN
-    FOREACH ent IN ARRAY ARRAY['cpu', 'disc', 'line', 'process', 'userdef', 'tmf'] LOOP
+    FOREACH ent IN ARRAY _measure.tiered_entities() LOOP
         -- the subject columns as the views measure.<entity>_shift / _month name them
         CASE ent
             WHEN 'cpu', 'tmf' THEN
@@ -372,9 +372,9 @@ DECLARE
     v_ent text;
     v_items text;
 BEGIN
-    IF p_entity IS NOT NULL AND p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
+    IF p_entity IS NOT NULL AND p_entity <> ALL (_measure.tiered_entities()) THEN
         RAISE EXCEPTION 'unknown entity %', p_entity USING ERRCODE = 'invalid_parameter_value',
-              HINT = 'entity: one of cpu, disc, line, process, userdef, tmf';
+              HINT = 'entity: one of ' || array_to_string(_measure.tiered_entities(), ', ');
     END IF;
     IF p_broken AND v_sys IS NOT NULL
        AND EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = v_sys) THEN

@@ -33,7 +33,7 @@ COMMENT ON VIEW measure.report_run IS
 -- ---------------------------------------------------------------- condensation check
 
 -- The hours of one local day (23, 24 or 25 of them) whose tiers are missing or incomplete:
--- measured entities (interval records of cpu, disc, line, process, userdef and tmf) against
+-- measured entities (interval records of the entity types with tiers) against
 -- the entities with an hour-tier row, the hour still waiting to be condensed (tier_dirty),
 -- the least CPU coverage (measured time / hour, of the measurement the tiers use), and whether the shift and month tiers of
 -- the hour's shift exist. One row per hour that is not fine; no rows = every hour complete.
@@ -60,7 +60,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET w
                   FROM sys, _measure.interval_run r
                  WHERE r.system_id = sys.id AND r.from_at >= sys.lo AND r.from_at < sys.hi
                    AND r.type_code = ANY (ARRAY(SELECT type_code FROM _measure.entity_type   -- a filter
-                          WHERE entity IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf')))) x   -- of the scan
+                          WHERE entity = ANY (_measure.tiered_entities())))) x   -- of the scan
          GROUP BY 1),
     tier AS (  -- distinct (hour, entity) by hashing too, then per hour
         SELECT x.hour_at, count(*)::integer AS n, min(x.cpu_us) / 3.6e9 AS coverage_min

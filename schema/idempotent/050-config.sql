@@ -757,9 +757,10 @@ DECLARE
     v_sys smallint := CASE WHEN p_system IS NULL THEN NULL ELSE _measure.config_system(p_system) END;
     v_items text;
 BEGIN
-    IF p_entity IS NULL OR p_entity NOT IN ('cpu', 'disc', 'line', 'process', 'userdef', 'tmf') THEN
-        PERFORM _measure.config_fail('entity', format('entity: %s is no entity type with thresholds (cpu, disc, line, '
-                                                      'process, userdef, tmf)', coalesce(p_entity, 'null')));
+    IF p_entity IS NULL OR p_entity <> ALL (_measure.tiered_entities()) THEN
+        PERFORM _measure.config_fail('entity', format('entity: %s is no entity type with thresholds (%s)',
+                                                      coalesce(p_entity, 'null'),
+                                                      array_to_string(_measure.tiered_entities(), ', ')));
     END IF;
     IF p_item IS NULL OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                                       WHERE a.attrelid = format('measure.%I', p_entity || '_hour')::regclass

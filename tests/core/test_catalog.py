@@ -14,6 +14,7 @@ from core.catalog import (
     KIND_MAXQ,
     KIND_QUEUE,
     KINDS,
+    TIER_UNITS,
     UNITS,
     CatalogError,
     UnknownCounter,
@@ -192,6 +193,15 @@ def test_temp_copy_loads(catdir):
         ("counters.csv", "cpu,swaps,SWAPS", "cpux,swaps,SWAPS", "entity", "unknown entity 'cpux'"),
         ("entities.csv", "14,tmf,TMF", "1,tmf,TMF", "type_code", "duplicate type code 1"),
         ("entities.csv", "14,tmf,TMF", "14,tmf,TMX", "measure_name", "'TMX'"),
+        ("entities.csv", "14,tmf,TMF,cpu,,6,", "14,tmf,TMF,cpu,,six,", "tier_order", "positive integer"),
+        ("entities.csv", "14,tmf,TMF,cpu,,6,", "14,tmf,TMF,cpu,,1,", "tier_order",
+         "duplicate tier_order 1 (also entity 'cpu')"),
+        ("tier_items.csv", "tmf,trans,TRANS", "terminal,trans,TRANS", "entity", "entity 'terminal' has no tiers"),
+        ("tier_items.csv", "tmf,trans,TRANS", "tmfx,trans,TRANS", "entity", "unknown entity 'tmfx'"),
+        ("tier_items.csv", "tmf,lifetime,LIFETIME", "tmf,trans,LIFETIME", "item", "duplicate item 'trans'"),
+        ("tier_items.csv", "tmf,lifetime,LIFETIME", "tmf,Life-time,LIFETIME", "item", "lower-case identifier"),
+        ("tier_items.csv", "tmf,trans,TRANS,per_second", "tmf,trans,TRANS,per_sec", "unit", "unknown unit 'per_sec'"),
+        ("tier_items.csv", "tmf,trans,TRANS,", "tmf,trans,,", "enform", "required"),
     ],
 )
 def test_validation_errors_name_file_line_field(catdir, file, old, new, field, text):
@@ -217,4 +227,24 @@ def test_missing_column(catdir):
     text = p.read_text()
     p.write_text(text.replace(",max_of,", ",maxof,", 1))
     with pytest.raises(CatalogError, match=r"counters.csv, line 1: missing required column\(s\) max_of"):
+        load_catalog(catdir)
+
+
+def test_tiers_from_the_catalogue(cat):
+    assert cat.tiered_names == ("cpu", "disc", "line", "process", "userdef", "tmf")
+    assert cat.entity("DISK").tiered and cat.entity("DISK").tier_order == 2
+    assert not cat.entity("terminal").tiered and cat.entity("terminal").tier_items == ()
+    tmf = cat.entity("tmf").tier_items
+    assert [(i.item, i.enform, i.unit, i.position) for i in tmf] == [
+        ("trans", "TRANS", "per_second", 0), ("lifetime", "LIFETIME", "seconds", 1)]
+    assert all(i.unit in TIER_UNITS and i.help for e in cat.tiered for i in e.tier_items)
+
+
+def test_a_type_with_tiers_needs_tier_items(catdir):
+    p = catdir / "tier_items.csv"
+    p.write_text("".join(line for line in p.read_text().splitlines(keepends=True) if not line.startswith("userdef,")))
+    line = next(i for i, text in enumerate((catdir / "entities.csv").read_text().splitlines(), 1)
+                if text.startswith("4,userdef,"))
+    with pytest.raises(CatalogError, match=rf"entities.csv, line {line}, field 'tier_order': entity 'userdef' has "
+                                           "tiers but no items in tier_items.csv"):
         load_catalog(catdir)

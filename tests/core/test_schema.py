@@ -119,6 +119,47 @@ def test_a_changed_frozen_file_is_refused(fresh_database, tmp_path: Path) -> Non
         runner.apply(url, mode="off", schema_dir=schema_dir)
 
 
+def _with_tier_order(schema_dir: Path, target: Path, **tier_order: str) -> Path:
+    """A copy of schema_dir whose catalogue gives entity types another tier_order ('': no tiers,
+    and its tier items go too). A new directory: the catalogue is read once per directory."""
+    shutil.copytree(schema_dir, target)
+    cat = target / "catalog"
+    lines = (cat / "entities.csv").read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        fields = line.split(",", 6)
+        if fields[1] in tier_order:
+            lines[i] = ",".join([*fields[:5], tier_order[fields[1]], fields[6]])
+    (cat / "entities.csv").write_text("".join(lines))
+    items = (cat / "tier_items.csv").read_text().splitlines(keepends=True)
+    (cat / "tier_items.csv").write_text("".join(x for x in items if tier_order.get(x.split(",")[0]) != ""))
+    return target
+
+
+def test_the_tiered_types_follow_the_catalogue(fresh_database, tmp_path: Path) -> None:
+    url = fresh_database("_runner_tiers")
+    schema_dir = _copy_schema(tmp_path)
+    runner.apply(url, mode="off", schema_dir=schema_dir)
+    # tmf: no thresholds name it, it may lose its tiers; disc: the order follows the catalogue
+    runner.apply(url, mode="off", schema_dir=_with_tier_order(schema_dir, tmp_path / "s1", tmf="", disc="7"))
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT _measure.tiered_entities()").fetchone()[0] == [
+            "cpu", "line", "process", "userdef", "disc"]
+        assert c.execute("SELECT count(*) FROM measure.tier_item WHERE entity = 'tmf'").fetchone()[0] == 0
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"entity: tmf is no entity type with "
+                                                                       r"thresholds \(cpu, line, process, userdef, disc\)"):
+            c.execute("SELECT _measure.threshold_key(NULL, 'tmf', 'trans_avg', '>', NULL)")
+        c.rollback()
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            c.execute("INSERT INTO _measure.threshold (entity, item, operator, limit_value) VALUES ('tmf', 'x', '>', 1)")
+    # the default thresholds name cpu
+    with pytest.raises(runner.SchemaError, match=r"entity types with thresholds no tiers .*cpu.*: remove those "
+                                                 r"thresholds first.*nothing was applied"):
+        runner.apply(url, mode="off", schema_dir=_with_tier_order(schema_dir, tmp_path / "s2", cpu=""))
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT _measure.tiered_entities()").fetchone()[0] == [
+            "cpu", "line", "process", "userdef", "disc"]
+
+
 def test_bad_file_names_are_refused(tmp_path: Path) -> None:
     schema_dir = _copy_schema(tmp_path)
     (schema_dir / "7-oops.sql").write_text("SELECT 1;")

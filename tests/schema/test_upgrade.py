@@ -8,6 +8,8 @@ overlapping measurement of the CPUs and processes, and condensed by release 90's
 
 from __future__ import annotations
 
+import csv
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -96,9 +98,29 @@ def load_as_release_90(url: str) -> None:
             c.execute("SELECT _measure.condense(NULL, 100000)")
 
 
-def test_upgrade_keeps_every_answer(fresh_database) -> None:
+def release_90_schema(tmp: Path) -> Path:
+    """tests/fixtures/schema-090 as today's runner reads it: the versioned and idempotent files as
+    released, the catalogue's entity types and counters as released, in today's catalogue format
+    (the runner loading it is today's): entities.csv gains today's tier_order column, and
+    tier_items.csv is today's (a release-90 database has no tables for them; they are not loaded)."""
+    d = tmp / "schema-090"
+    shutil.copytree(OLD_SCHEMA, d)
+    tier_order = {e.name: str(e.tier_order) for e in CAT.tiered}
+    path = d / "catalog" / "entities.csv"
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    fields = [*(k for k in rows[0] if k != "help"), "tier_order", "help"]
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows({**r, "tier_order": tier_order.get(r["entity"], "")} for r in rows)
+    shutil.copy(schema.SCHEMA_DIR / "catalog" / "tier_items.csv", d / "catalog" / "tier_items.csv")
+    return d
+
+
+def test_upgrade_keeps_every_answer(fresh_database, tmp_path) -> None:
     url = fresh_database("_upgrade")
-    assert schema.apply(url, mode=MODE, schema_dir=OLD_SCHEMA).version == 90
+    assert schema.apply(url, mode=MODE, schema_dir=release_90_schema(tmp_path)).version == 90
     with psycopg.connect(url, autocommit=True) as c:
         # release 90's TimescaleDB jobs run on their own schedule: its purge job, once run, set
         # a raw horizon that kept March's hours out of its tiers (the fault issue 15 fixed),
