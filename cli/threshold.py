@@ -27,7 +27,9 @@ from cli.common import (
     run,
 )
 from core import configuration
+from core.catalog import load_catalog
 
+TIERED = load_catalog().tiered_names  # the entity types with tiers: what thresholds can check
 threshold_app = typer.Typer(no_args_is_help=True,
                             help="List, set or remove thresholds (per entity type, item and shift).")
 
@@ -67,7 +69,7 @@ def threshold_list(system: SYSTEM_OPT = None, output: FormatOption = "text") -> 
 
 @threshold_app.command("set")
 def threshold_set(
-    entity: Annotated[str, typer.Argument(help="cpu, disc, line, process, userdef or tmf")],
+    entity: Annotated[str, typer.Argument(help=f"{', '.join(TIERED[:-1])} or {TIERED[-1]}")],
     item: Annotated[str, typer.Argument(help="a column of measure.<entity>_hour: busy_max, qlen_delt ...")],
     operator: Annotated[str, typer.Argument(help="'>', '>=', '<' or '<='")],
     limit: Annotated[str, typer.Argument(help="the limit (busy % 0-100, queue length, per second ...)")],

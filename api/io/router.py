@@ -25,8 +25,10 @@ from api.errors import (
 )
 from api.io import service
 from api.io.schemas import ExportEntity, ExportKind, ImportFailedRead, ImportRead, TimeFormat
+from core.catalog import load_catalog
 
 router = APIRouter(tags=["import and export"])
+TIERED = load_catalog().tiered_names
 
 CSV_BODY = {"requestBody": {"required": True, "description": (
     "CSV, UTF-8, header first: SYSTEM, the entity type's identifying fields (CPU, PIN, "
@@ -95,7 +97,7 @@ async def import_intervals(
                      "description": "CSV with a header row"}})
 def export_csv(
     request: Request, session: SessionDep, _: ReadToken,
-    entity: Annotated[ExportEntity, Query(description="entity type (tiers: cpu, disc, line, process, userdef, tmf)")],
+    entity: Annotated[ExportEntity, Query(description=f"entity type (tiers: {', '.join(TIERED)})")],
     tier: Annotated[ExportKind, Query(description="interval (records) or a tier")] = ExportKind.interval,
     system: Annotated[str | None, Query(max_length=16, description="system, e.g. \\DEMO; default: every system")] = None,
     from_at: Annotated[Instant | None, Query(alias="from", description="start (ISO 8601 with a time zone)")] = None,

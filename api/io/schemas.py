@@ -7,36 +7,16 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from api.errors import ErrorRead
+from core.catalog import TIERS, load_catalog
 
-
-class ExportEntity(StrEnum):
-    """Entity types (schema/catalog/entities.csv); tiers exist for cpu, disc, line, process,
-    userdef and tmf."""
-
-    cpu = "cpu"
-    process = "process"
-    processh = "processh"
-    userdef = "userdef"
-    file = "file"
-    discopen = "discopen"
-    disc = "disc"
-    device = "device"
-    line = "line"
-    netline = "netline"
-    system = "system"
-    cluster = "cluster"
-    terminal = "terminal"
-    tmf = "tmf"
-
-
-class ExportKind(StrEnum):
-    """interval records, or a tier of the performance data base."""
-
-    interval = "interval"
-    hour = "hour"
-    shift = "shift"
-    month = "month"
-    year = "year"
+_CATALOG = load_catalog()
+# every entity type of the catalogue, in its order (never restated here)
+ExportEntity = StrEnum("ExportEntity", {e.name: e.name for e in _CATALOG})  # type: ignore[misc]  # functional API
+ExportEntity.__doc__ = ("Entity types (schema/catalog/entities.csv); tiers exist for "
+                        f"{', '.join(_CATALOG.tiered_names[:-1])} and {_CATALOG.tiered_names[-1]}.")
+# interval records, or a tier of the performance data base
+ExportKind = StrEnum("ExportKind", {k: k for k in ("interval", *TIERS)})  # type: ignore[misc]  # functional API
+ExportKind.__doc__ = "interval records, or a tier of the performance data base."
 
 
 class TimeFormat(StrEnum):
