@@ -24,47 +24,49 @@ $$;
 REVOKE ALL ON FUNCTION measure.system_id_of(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.system_id_of(text) TO measure_writer, measure_api, measure_reader;
 
--- The thresholds in force for a system: its own rows, else the defaults. A system that has a
--- row of its own for an (entity, item, operator), of any shift, takes none of the defaults for
--- it; a row that is not enabled switches the threshold off. shift_no: the threshold holds for
--- the hours of that shift (NULL: of every shift without a threshold of its own on the same
--- entity, item and operator; _measure.threshold_by_shift resolves that).
-CREATE OR REPLACE VIEW measure.threshold AS
-SELECT s.system_name, t.entity, t.item, t.operator, t.limit_value, t.help, s.system_id, t.shift_no
+-- Which threshold row decides each (entity, item, operator) for the hours of each shift number
+-- of each system, the most specific first (as the ENFORM shift reports read a system's
+-- threshold items): the system's row for that shift, else the system's row for every shift,
+-- else the default row for that shift, else the default row for every shift. So a system's row
+-- for shift 3 replaces the default for shift 3's hours only; its other shifts keep theirs. The
+-- winner may be a row that is not enabled: it switches that threshold off for those hours.
+CREATE OR REPLACE VIEW _measure.threshold_winner AS
+SELECT DISTINCT ON (s.system_id, n.shift_no, t.entity, t.item, t.operator)
+       s.system_id, n.shift_no::smallint AS shift_no, t.entity, t.item, t.operator, t.threshold_id
   FROM _measure.system s
-  JOIN _measure.threshold t ON t.system_id = s.system_id
-    OR (t.system_id IS NULL AND NOT EXISTS (
-            SELECT 1 FROM _measure.threshold o
-             WHERE o.system_id = s.system_id AND o.entity = t.entity AND o.item = t.item
-               AND o.operator = t.operator))
- WHERE t.enabled;
-GRANT SELECT ON measure.threshold TO measure_writer, measure_api, measure_reader;
+ CROSS JOIN generate_series(1, 9) n (shift_no)
+  JOIN _measure.threshold t ON (t.system_id = s.system_id OR t.system_id IS NULL)
+                           AND (t.shift_no = n.shift_no OR t.shift_no IS NULL)
+ ORDER BY s.system_id, n.shift_no, t.entity, t.item, t.operator, t.system_id IS NULL, t.shift_no IS NULL;
+GRANT SELECT ON _measure.threshold_winner TO measure_writer;
 
--- The threshold rows each system takes (as measure.threshold), enabled or not.
+-- The threshold rows each system takes: those that decide the hours of at least one of its
+-- shifts (enabled or not); own: the system's row, else a default.
 CREATE OR REPLACE VIEW _measure.threshold_owned AS
 SELECT s.system_id, t.threshold_id, t.entity, t.item, t.operator, t.shift_no, t.limit_value, t.enabled,
        t.help, t.system_id IS NOT NULL AS own
   FROM _measure.system s
-  JOIN _measure.threshold t ON t.system_id = s.system_id
-    OR (t.system_id IS NULL AND NOT EXISTS (
-            SELECT 1 FROM _measure.threshold o
-             WHERE o.system_id = s.system_id AND o.entity = t.entity AND o.item = t.item
-               AND o.operator = t.operator));
+  JOIN _measure.threshold t ON t.system_id = s.system_id OR t.system_id IS NULL
+ WHERE EXISTS (SELECT 1 FROM _measure.threshold_winner w
+                WHERE w.system_id = s.system_id AND w.threshold_id = t.threshold_id);
 GRANT SELECT ON _measure.threshold_owned TO measure_writer;
 
--- The thresholds that hold for the hours of each shift number of each system: per (entity,
--- item, operator) the row of that shift, else the row of every shift; one that is not enabled
--- holds nothing. Hours in no shift are not evaluated (as the shift reports leave them out).
+-- The thresholds in force for a system: the enabled rows it takes (_measure.threshold_owned).
+-- shift_no: the row holds for the hours of that shift (NULL: of every shift that no more
+-- specific row decides; _measure.threshold_by_shift resolves that).
+CREATE OR REPLACE VIEW measure.threshold AS
+SELECT s.system_name, o.entity, o.item, o.operator, o.limit_value, o.help, s.system_id, o.shift_no
+  FROM _measure.threshold_owned o JOIN _measure.system s ON s.system_id = o.system_id
+ WHERE o.enabled;
+GRANT SELECT ON measure.threshold TO measure_writer, measure_api, measure_reader;
+
+-- The thresholds that hold for the hours of each shift number of each system: the deciding
+-- row's limit (_measure.threshold_winner), when it is enabled. Hours in no shift are not
+-- evaluated (as the shift reports leave them out).
 CREATE OR REPLACE VIEW _measure.threshold_by_shift AS
-SELECT o.system_id, n.shift_no::smallint AS shift_no, o.entity, o.item, o.operator, o.limit_value
-  FROM _measure.threshold_owned o
- CROSS JOIN generate_series(1, 9) n (shift_no)
- WHERE o.enabled
-   AND (o.shift_no = n.shift_no
-        OR (o.shift_no IS NULL AND NOT EXISTS (
-                SELECT 1 FROM _measure.threshold_owned x
-                 WHERE x.system_id = o.system_id AND x.entity = o.entity AND x.item = o.item
-                   AND x.operator = o.operator AND x.shift_no = n.shift_no)));
+SELECT w.system_id, w.shift_no, w.entity, w.item, w.operator, t.limit_value
+  FROM _measure.threshold_winner w JOIN _measure.threshold t ON t.threshold_id = w.threshold_id
+ WHERE t.enabled;
 GRANT SELECT ON _measure.threshold_by_shift TO measure_writer;
 
 CREATE OR REPLACE FUNCTION measure.breaks(value numeric, operator text, limit_value numeric)

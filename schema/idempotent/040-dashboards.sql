@@ -625,6 +625,20 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.threshold_rebuild(smallint, text[]) TO measure_writer;
 
+-- Systems whose stored violations an upgrade left to rebuild (schema/170-threshold-shifts.sql:
+-- thresholds per shift, the most specific row first): rebuilt once, here, after the functions.
+DO $pending$
+DECLARE
+    v_sys smallint;
+BEGIN
+    FOR v_sys IN SELECT p.system_id FROM _measure.threshold_rebuild_pending p
+                   JOIN _measure.system s ON s.system_id = p.system_id ORDER BY 1 LOOP
+        PERFORM _measure.threshold_rebuild(v_sys);
+    END LOOP;
+    DELETE FROM _measure.threshold_rebuild_pending;
+END
+$pending$;
+
 -- Keep the stored violations, threshold rollups and threshold report lines of one system (called by
 -- _measure.condense_upper after the hour tiers and _measure.hour_shadow of p_hours are
 -- current): the shifts that contain p_hours when the system is complete, else all of its

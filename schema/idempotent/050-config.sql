@@ -697,15 +697,18 @@ GRANT EXECUTE ON FUNCTION _measure.holiday_remove(text, date) TO measure_writer;
 
 -- ---------------------------------------------------------------- thresholds
 
--- The stored thresholds: with p_system, the rows that system takes (its own, else the
--- defaults; in_force = enabled) and the defaults its own rows replace (in_force false);
--- without, every stored row (system_name NULL: a default).
+-- The stored thresholds: with p_system, the rows that system takes (_measure.threshold_owned:
+-- each decides the hours of at least one shift; in_force = enabled; source 'system', 'default',
+-- or 'default (replaced in shift 3)' where a more specific row decides some of the system's
+-- shifts) and the defaults it takes for none of its shifts ('default (replaced)', in_force
+-- false); without, every stored row (system_name NULL: a default).
 CREATE OR REPLACE FUNCTION _measure.threshold_list(p_system text DEFAULT NULL)
 RETURNS TABLE (system_name text, entity text, item text, operator text, shift_no smallint, limit_value numeric,
                enabled boolean, help text, in_force boolean, source text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_sys smallint := CASE WHEN p_system IS NULL THEN NULL ELSE _measure.config_system(p_system) END;
+    v_shifts smallint[];
 BEGIN
     IF v_sys IS NULL THEN
         RETURN QUERY
@@ -715,20 +718,29 @@ BEGIN
          ORDER BY s.system_name NULLS FIRST, t.entity, t.item, t.operator, t.shift_no NULLS FIRST;
         RETURN;
     END IF;
+    v_shifts := _measure.system_shift_numbers(v_sys);
     RETURN QUERY
-    SELECT x.system_name, x.entity, x.item, x.operator, x.shift_no, x.limit_value, x.enabled, x.help, x.in_force, x.source
+    WITH own AS (SELECT o.*, ARRAY(SELECT w.shift_no FROM _measure.threshold_winner w
+                                    WHERE w.system_id = v_sys AND w.entity = o.entity AND w.item = o.item
+                                      AND w.operator = o.operator AND w.threshold_id <> o.threshold_id
+                                      AND w.shift_no = ANY (v_shifts)
+                                      AND (o.shift_no IS NULL OR w.shift_no = o.shift_no)
+                                    ORDER BY 1) AS replaced
+                   FROM _measure.threshold_owned o WHERE o.system_id = v_sys)
+    SELECT x.system_name, x.entity, x.item, x.operator, x.shift_no, x.limit_value, x.enabled, x.help, x.in_force,
+           x.source
       FROM (SELECT CASE WHEN o.own THEN s.system_name END AS system_name, o.entity, o.item, o.operator,
-                   o.shift_no, o.limit_value, o.enabled, o.help,
-                   o.enabled AS in_force, CASE WHEN o.own THEN 'system' ELSE 'default' END AS source
-              FROM _measure.threshold_owned o JOIN _measure.system s ON s.system_id = o.system_id
-             WHERE o.system_id = v_sys
+                   o.shift_no, o.limit_value, o.enabled, o.help, o.enabled AS in_force,
+                   CASE WHEN o.own THEN 'system'
+                        WHEN cardinality(o.replaced) = 0 THEN 'default'
+                        ELSE format('default (replaced in shift %s)', array_to_string(o.replaced, ', ')) END AS source
+              FROM own o JOIN _measure.system s ON s.system_id = o.system_id
             UNION ALL
             SELECT NULL, t.entity, t.item, t.operator, t.shift_no, t.limit_value, t.enabled, t.help, false,
                    'default (replaced)'
               FROM _measure.threshold t
              WHERE t.system_id IS NULL
-               AND EXISTS (SELECT 1 FROM _measure.threshold o WHERE o.system_id = v_sys AND o.entity = t.entity
-                              AND o.item = t.item AND o.operator = t.operator)) x
+               AND NOT EXISTS (SELECT 1 FROM own o WHERE o.threshold_id = t.threshold_id)) x
      ORDER BY x.entity, x.item, x.operator, x.shift_no NULLS FIRST, x.in_force DESC;
 END
 $$;

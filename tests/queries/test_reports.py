@@ -394,3 +394,37 @@ def test_every_report_option_runs_against_the_database(report_db, monkeypatch, n
     if name == "busy-process":  # the options select: a lower CPU-seconds floor lists more processes
         strict = CliRunner().invoke(app, [*base[:-4], "--format", "json"])
         assert len(json.loads(strict.stdout)) <= len(json.loads(CliRunner().invoke(app, [*base, "--format", "json"]).stdout))
+
+
+def test_a_shifts_own_threshold_changes_that_shifts_hours_only(db, conn) -> None:
+    """Per shift, the most specific row decides: the system's row for the shift, else the
+    system's row for every shift, else the default's for the shift, else the default's for
+    every shift. A system's busy_max > 85 for shift 3 changes shift 3's hours (80 % is no longer
+    broken, 90 % still is) and nothing of shift 2's (the default 70 still holds there)."""
+    def broken(shift: int, day: date = date(2024, 3, 9)) -> list[tuple[str, list[str]]]:
+        return [(r["time_of_day"], [b for b in r["broken"] if b.startswith("busy_max")])
+                for r in reports.run_report(conn, "threshold", system=data.SYSTEM, day=day, shift=shift)]
+
+    sid = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (data.SYSTEM,)).fetchone()[0]
+    db.cpu("A", 0, data.t(10, 23), 60, busy=75)   # 16:00 PDT: shift 2 of 2024-03-10, over the default 70
+    db.note_and_condense(data.t(10, 23), data.t(11, 0))
+    before3, before2 = broken(3), broken(2, date(2024, 3, 10))
+    assert before2 and all(b == ["busy_max > 70"] for _, b in before2), before2  # shift 2 breaks the default
+    assert before3 == [("23:00", ["busy_max > 70"]), ("03:00", ["busy_max > 70"])]
+    conn.execute("INSERT INTO _measure.threshold (system_id, entity, item, operator, limit_value, shift_no, help)"
+                 " VALUES (%s, 'cpu', 'busy_max', '>', 85, 3, 'shift 3 only')", (sid,))
+    assert broken(3) == [("23:00", ["busy_max > 85"])]                # 03:00 (80 %) breaks nothing now
+    assert broken(2, date(2024, 3, 10)) == before2                    # shift 2 keeps the default
+    listed = {(r[4], r[5], r[9]) for r in conn.execute(
+        "SELECT * FROM _measure.threshold_list(%s) WHERE entity = 'cpu' AND item = 'busy_max'", (data.SYSTEM,))}
+    assert listed == {(None, 70, "default (replaced in shift 3)"), (3, 85, "system")}
+    # a system row for every shift then replaces the default everywhere; shift 3 keeps its own
+    conn.execute("INSERT INTO _measure.threshold (system_id, entity, item, operator, limit_value, help)"
+                 " VALUES (%s, 'cpu', 'busy_max', '>', 95, 'every shift')", (sid,))
+    assert broken(3) == [("23:00", ["busy_max > 85"])]
+    listed = {(r[4], r[5], r[8], r[9]) for r in conn.execute(
+        "SELECT * FROM _measure.threshold_list(%s) WHERE entity = 'cpu' AND item = 'busy_max'", (data.SYSTEM,))}
+    assert listed == {(None, 70, False, "default (replaced)"), (None, 95, True, "system"), (3, 85, True, "system")}
+    stored = broken(3)
+    conn.execute("DELETE FROM _measure.breach_state")                 # evaluated afresh: the same
+    assert broken(3) == stored
