@@ -120,3 +120,28 @@ def remove_threshold(conn: psycopg.Connection, *, system: str | None, entity: st
     """Remove a threshold (of a system: its default holds again): {removed, reevaluated}."""
     return _value(conn, "SELECT measure.config_threshold_remove(%s, %s, %s, %s, %s)",
                   (system, entity, item, operator, shift))
+
+
+# ---------------------------------------------------------------- components
+
+COMPONENTS = ("tmf_disc", "line_handler", "tcp", "hls", "server", "other")  # Table 4's rows (SQL: _measure.component_names)
+MATCH_ON = ("program_file_name", "process_name")
+
+
+def components(conn: psycopg.Connection, name: str | None) -> list[dict[str, Any]]:
+    """The component rows a system takes (its own and the defaults, in the order they are tried),
+    or every stored one: which process is which component of the transaction-resource report."""
+    return _rows(conn, "SELECT system_name AS system, priority, match_on, pattern, component, source "
+                       "FROM measure.config_component_list(%s)", (name,))
+
+
+def set_component(conn: psycopg.Connection, *, system: str | None, match_on: str, pattern: str, component: str,
+                  priority: int = 100) -> dict[str, Any]:
+    """Set a row: processes whose program file name (or process name) is LIKE `pattern` are
+    `component` (rows are tried by priority, lowest first)."""
+    return _value(conn, "SELECT measure.config_component_set(%s, %s, %s, %s, %s)",
+                  (system, match_on, pattern, component, priority))
+
+
+def remove_component(conn: psycopg.Connection, *, system: str | None, match_on: str, pattern: str) -> dict[str, Any]:
+    return _value(conn, "SELECT measure.config_component_remove(%s, %s, %s)", (system, match_on, pattern))

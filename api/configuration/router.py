@@ -1,4 +1,4 @@
-"""/admin/systems and /admin/thresholds: the platform's configuration for admin tokens (measuredb
+"""/admin/systems, /admin/thresholds and /admin/components: the platform's configuration for admin tokens (measuredb
 token create NAME --scope admin); the same as `measuredb system | calendar | threshold`.
 
 Systems (name, Expand node number, time zone, OS version, CPU types); per system its calendar:
@@ -24,9 +24,14 @@ from api.configuration.schemas import (
     CalendarChange,
     CalendarRead,
     CalendarVersionWrite,
+    ComponentKey,
+    ComponentPage,
+    ComponentStored,
+    ComponentWrite,
     Entity,
     HolidayChange,
     HolidayWrite,
+    MatchOn,
     Operator,
     SystemChange,
     SystemCreate,
@@ -146,3 +151,29 @@ def delete_threshold(session: SessionDep, _: AdminToken, entity: Annotated[Entit
                      system: Annotated[str | None, Query(max_length=16)] = None,
                      shift: Annotated[int | None, Query(ge=1, le=9)] = None) -> ThresholdRemoved:
     return service.remove_threshold(session, system, entity, item, operator, shift)
+
+
+@router.get("/components", response_model=ComponentPage,
+            summary="Which process is which component of the transaction-resource report",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def get_components(session: SessionDep, _: AdminToken,
+                   system: Annotated[str | None, Query(max_length=16, description="the system: its rows and the "
+                                                                                  "defaults, in the order they are "
+                                                                                  "tried (default: every row)")] = None
+                   ) -> ComponentPage:
+    return service.components(session, system)
+
+
+@router.put("/components", response_model=ComponentStored,
+            summary="Set a component row (the transaction-resource report reads it when it runs)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def put_component(session: SessionDep, _: AdminToken, body: Annotated[ComponentWrite, Body()]) -> ComponentStored:
+    return service.set_component(session, body)
+
+
+@router.delete("/components", response_model=ComponentKey, summary="Remove a component row",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def delete_component(session: SessionDep, _: AdminToken, pattern: Annotated[str, Query(min_length=1, max_length=128)],
+                     match_on: Annotated[MatchOn, Query()] = "program_file_name",
+                     system: Annotated[str | None, Query(max_length=16)] = None) -> ComponentKey:
+    return service.remove_component(session, system, match_on, pattern)

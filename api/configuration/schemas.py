@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.contract import json_int
 from core.catalog import load_catalog
+from core.configuration import COMPONENTS, MATCH_ON
 
 # an entity type with thresholds: one with tiers (the catalogue's, in its order)
 Entity = Literal[load_catalog().tiered_names]  # type: ignore[valid-type]
@@ -171,7 +173,9 @@ class ThresholdRead(BaseModel):
     enabled: bool
     help: str
     in_force: bool = Field(description="the system takes it (with ?system=; else: enabled)")
-    source: Literal["system", "default", "default (replaced)"]
+    source: str = Field(description="system; default; default (replaced in shift 3, …): a more specific row "
+                                    "decides those shifts; default (replaced): the system takes it for none",
+                        pattern=r"^(system|default|default \(replaced( in shifts? [0-9, ]+)?\))$")
 
 
 class ThresholdPage(BaseModel):
@@ -228,3 +232,46 @@ class ThresholdKey(BaseModel):
 class ThresholdRemoved(BaseModel):
     removed: ThresholdKey
     reevaluated: Reevaluated
+
+
+# ---------------------------------------------------------------- components
+
+Component = Literal[COMPONENTS]  # type: ignore[valid-type]  # a tuple of literals: core.configuration's one list
+MatchOn = Literal[MATCH_ON]  # type: ignore[valid-type]  # likewise
+
+
+class ComponentRead(BaseModel):
+    system: str | None = Field(description="null: a default (of every system)")
+    priority: int = Field(description="rows are tried lowest first")
+    match_on: MatchOn
+    pattern: str = Field(description="SQL LIKE pattern on the upper-case name", examples=["$APPL.%"])
+    component: Component
+    source: Literal["system", "default"]
+
+
+class ComponentPage(BaseModel):
+    items: list[ComponentRead]
+
+
+class ComponentWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    system: str | None = Field(default=None, max_length=16, description="null: a default of every system")
+    match_on: MatchOn = "program_file_name"
+    pattern: str = Field(min_length=1, max_length=128, examples=["$APPL.%"])
+    component: Component
+    priority: json_int(0, 32767) = Field(default=100, description="rows are tried lowest first")
+
+
+class ComponentStored(BaseModel):
+    system: str | None
+    match_on: MatchOn
+    pattern: str
+    component: Component
+    priority: int
+
+
+class ComponentKey(BaseModel):
+    system: str | None
+    match_on: MatchOn
+    pattern: str

@@ -15,6 +15,11 @@ from api.configuration.schemas import (
     CalendarChange,
     CalendarRead,
     CalendarVersionWrite,
+    ComponentKey,
+    ComponentPage,
+    ComponentRead,
+    ComponentStored,
+    ComponentWrite,
     HolidayChange,
     SystemChange,
     SystemCreate,
@@ -103,3 +108,19 @@ def remove_threshold(session: Session, name: str | None, entity: str, item: str,
                      shift: int | None) -> ThresholdRemoved:
     return ThresholdRemoved.model_validate(configuration.remove_threshold(
         psycopg_connection(session), system=name, entity=entity, item=item, operator=operator, shift=shift))
+
+
+def components(session: Session, name: str | None) -> ComponentPage:
+    return ComponentPage(items=[ComponentRead.model_validate(r)
+                                for r in configuration.components(psycopg_connection(session), name)])
+
+
+def set_component(session: Session, body: ComponentWrite) -> ComponentStored:
+    return ComponentStored.model_validate(configuration.set_component(
+        psycopg_connection(session), system=body.system, match_on=body.match_on, pattern=body.pattern,
+        component=body.component, priority=body.priority))
+
+
+def remove_component(session: Session, name: str | None, match_on: str, pattern: str) -> ComponentKey:
+    return ComponentKey.model_validate(configuration.remove_component(
+        psycopg_connection(session), system=name, match_on=match_on, pattern=pattern))

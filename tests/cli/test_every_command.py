@@ -31,6 +31,8 @@ ARGS: dict[str, list[str]] = {
     "calendar holiday remove": ["\\DEMO", "2026-12-25"],
     "threshold set": ["cpu", "busy_max", ">", "80"],
     "threshold remove": ["cpu", "busy_max", ">"],
+    "component set": ["$APPL.%", "server"],
+    "component remove": ["$APPL.%"],
     "retention set": ["raw", "35d"],
     "token create": ["someone"],
     "token revoke": ["someone"],
@@ -67,7 +69,7 @@ def invoke(args: list[str]) -> tuple[int, str]:
 def test_the_list_covers_every_command() -> None:
     listed = set(ARGS) | SERVICES | NO_DATABASE
     needing = {c for c in commands() if c not in listed}
-    takes_none = {"health", "schema status", "report schedule list", "report schedule runs",
+    takes_none = {"health", "schema status", "component list", "report schedule list", "report schedule runs",
                   "report schedule run-due", "system list", "threshold list", "retention show", "retention run",
                   "retention log", "token list"}
     assert needing == takes_none, needing ^ takes_none
