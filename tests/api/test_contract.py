@@ -27,6 +27,7 @@ BODIES = {
     "/admin/systems/{system}/calendar/{effective_from}": {"shifts": [{"shift_no": 1, "begin": "00:00", "end": "24:00"}]},
     "/admin/systems/{system}/holidays/{day}": {"name": "x"},
     "/admin/thresholds": {"entity": "cpu", "item": "busy_max", "operator": ">", "limit": 70},
+    "/admin/components": {"pattern": "$APPL.%", "component": "server"},
 }
 
 
