@@ -57,6 +57,8 @@ def platform(fresh_database, tmp_path_factory) -> Iterator[tuple[str, Collector,
     c.register(epoch_us=(now_us() - 3 * MINUTE) // MINUTE * MINUTE)
     c.build()
     c.backfill(now_us())
+    c.mode = "live"  # as Collector.live does: its heartbeat says so (the backfill's said "backfill")
+    c.heartbeat(force=True)
     live = Live(c)
     live.start()
     headers = {"Authorization": f"Bearer {create_token(url, 'e2e', 'write')}"}

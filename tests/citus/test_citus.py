@@ -149,7 +149,7 @@ THRESHOLD_STORE = ["SELECT x::text FROM _measure.hour_breach x ORDER BY 1",
                    "SELECT x::text FROM _measure.threshold_line x ORDER BY 1"]
 THRESHOLD_EDITS = [  # each in its own transaction, rolled back: the product's calls, and plain SQL
     "SELECT _measure.threshold_set(NULL, 'cpu', 'busy_max', '>', 20)",             # measuredb threshold set
-    "SELECT _measure.threshold_set('\\DEMO', 'cpu', 'busy_max', '>', 10, 1)",       # a system's own, one shift
+    "SELECT _measure.threshold_set('\\DEMO', 'cpu', 'busy_max', '>', 10, 3)",       # a system's own, one shift (its data has shift 3)
     "SELECT _measure.threshold_remove(NULL, 'cpu', 'qlen_max', '>')",               # measuredb threshold remove
     "SELECT measure.config_threshold_set('\\ET1', 'disc', 'busy_max', '>', 5, NULL, true, NULL)",  # /admin
     "SELECT measure.config_threshold_remove(NULL, 'cpu', 'swap_max', '>', NULL)",

@@ -39,7 +39,9 @@ def start(data: Path, port: int, *, by_setting: bool = False) -> subprocess.Pope
                             start_new_session=True)
 
 
-def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> dict:
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 300) -> dict:
+    """/health once it says ok: the collector is live (while it registers and builds its node,
+    which takes numba a minute or more on a slow machine, it says starting)."""
     deadline = time.monotonic() + timeout
     body: dict = {}
     while time.monotonic() < deadline:
@@ -47,7 +49,7 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> dic
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 body = json.loads(r.read())
-                if r.status == 200 and body["collector_alive"]:
+                if r.status == 200 and body["status"] == "ok" and body["collector_alive"]:
                     return body
         except OSError:
             pass

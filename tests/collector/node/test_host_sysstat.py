@@ -26,7 +26,9 @@ def test_host_node_agrees_with_sysstat(tmp_path: Path) -> None:
     online = {int(ln.split()[0][3:]) for ln in Path("/proc/stat").read_text().splitlines()
               if ln.startswith("cpu") and ln[3].isdigit()}
     assert set(cmp.cpu) == online, "every CPU compared"
-    assert cmp.cpu[load.cpu][1] > 90, f"the burner on CPU {load.cpu} should show in sar"
+    # the burner shares its CPU with whatever else runs (the suite's other worker: 73 % seen in
+    # CI on 2 cores); what is checked is that sar sees the load and the node agrees with sar
+    assert cmp.cpu[load.cpu][1] > 40, f"the burner on CPU {load.cpu} should show in sar"
     if cmp.loaded_disc is not None:
         assert cmp.loaded_disc in cmp.util, f"{cmp.loaded_disc} not measured by both"
         assert cmp.util[cmp.loaded_disc][1] > 5, "the dd should show in iostat"
