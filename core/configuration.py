@@ -1,5 +1,6 @@
 """The platform's configuration: systems, calendars (shifts per weekday, calendar versions,
-holidays) and thresholds.
+holidays), thresholds and the process-to-component map; and all of it for some systems as one
+document, out and in (export_configuration, import_configuration).
 
 One function per operation, called by the command line (`measuredb system | calendar |
 threshold`, cli/) and the API (/admin/systems, /admin/thresholds, api/configuration/). Each
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from core.errors import database_errors
+from core.errors import InvalidValue, database_errors
 
 _SYSTEM_INFO = ("SELECT system_name AS name, system_number AS number, time_zone, os_version, cpu_types, "
                 "collector, measurements, first_hour, last_hour, calendars, holidays, thresholds, created_at "
@@ -145,3 +146,37 @@ def set_component(conn: psycopg.Connection, *, system: str | None, match_on: str
 
 def remove_component(conn: psycopg.Connection, *, system: str | None, match_on: str, pattern: str) -> dict[str, Any]:
     return _value(conn, "SELECT measure.config_component_remove(%s, %s, %s)", (system, match_on, pattern))
+
+
+# ---------------------------------------------------------------- the whole, out and in
+
+CONFIGURATION_FILE = "configuration.json"  # beside the interval records of `measuredb export -o FOLDER`
+CONFIGURATION_MAX_BYTES = 16 << 20
+
+
+def export_configuration(conn: psycopg.Connection, names: list[str] | None) -> dict[str, Any]:
+    """The configuration of the named systems (None: every one) with the defaults they read, as
+    the document schema/idempotent/053-config-transfer.sql describes."""
+    return _value(conn, "SELECT measure.config_export(%s)", (names,))
+
+
+def import_configuration(conn: psycopg.Connection, doc: Any) -> dict[str, Any]:
+    """Apply a document :func:`export_configuration` wrote, in the caller's transaction: systems
+    created or checked, their calendars, holidays, thresholds and component rows set, the
+    export's defaults taken as the system's own where they differ from this database's.
+    {systems: [{name, created, calendars, holidays, thresholds, components}], notes: [...]}."""
+    return _value(conn, "SELECT measure.config_import(%s::jsonb)", (json.dumps(doc, default=str),))
+
+
+def read_configuration(data: bytes, where: str) -> Any:
+    """The JSON of a configuration file (at most CONFIGURATION_MAX_BYTES, which the caller reads
+    no more than one byte past), or InvalidValue naming the file."""
+    if len(data) > CONFIGURATION_MAX_BYTES:
+        raise InvalidValue(f"{where}: larger than {CONFIGURATION_MAX_BYTES >> 20} MiB: not a configuration file",
+                           field="file")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where_in = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InvalidValue(f"{where}{where_in}: not JSON: {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}",
+                           field="file") from None

@@ -185,6 +185,8 @@ class ImportResult:
     duplicates: int = 0  # repeated in the file, equal
     hours: int = 0  # UTC hours written (condensed with what else was marked)
     condensed: int = 0  # hours condensed
+    deferred: bool = False  # condensed by the caller, with other files (core.transfer)
+    system_ids: list[int] = field(default_factory=list)
     systems: list[str] = field(default_factory=list)
     measurements: list[str] = field(default_factory=list)  # NAME (new) …
     missing_counters: list[str] = field(default_factory=list)
@@ -198,7 +200,8 @@ class ImportResult:
         if self.systems:
             parts.append(f"; {', '.join(self.systems)}, measurement {', '.join(self.measurements)}")
         if self.stored:
-            parts.append(f"; {self.hours:,} hour{'s' if self.hours != 1 else ''} written, tiers condensed")
+            parts.append(f"; {self.hours:,} hour{'s' if self.hours != 1 else ''} written"
+                         + ("" if self.deferred else ", tiers condensed"))
         return "".join(parts)
 
 
@@ -877,10 +880,11 @@ def _difference(stored: dict[str, Any], ent: EntityDef) -> tuple[str, str]:
 def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]], *, where: str,
                 entity: str | None = None, measurement: str | None = None,
                 create_time_zone: str | None = None, stage: str = "copy",
-                max_problems: int = MAX_PROBLEMS,
+                max_problems: int = MAX_PROBLEMS, condense: bool = True,
                 progress: Callable[[str, int], None] | None = None) -> ImportResult:
     """Import the rows of one file (header first; see :func:`csv_rows`, :func:`parquet_rows`)
-    in the connection's transaction, and condense the hours written. Raises ImportFailed
+    in the connection's transaction, and condense the hours written (with `condense` false the
+    caller does, once for several files: :func:`condense_imported`). Raises ImportFailed
     (nothing stored: the caller rolls back) with every bad row up to `max_problems` lines.
     `progress(phase, n)` is called with ('rows', rows read) and ('condense', hours done)."""
     meas = (measurement or DEFAULT_MEASUREMENT).strip().upper()
@@ -941,21 +945,32 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
                           measurements=[m["name"] + (" (new)" if m["created"] else "")
                                         for m in summary["measurements"]],
                           missing_counters=layout.missing_counters, ignored_columns=layout.ignored)
-    if result.stored:
-        try:
-            for sid in summary["systems"] or []:
-                while True:
-                    done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
-                                        (sid, CONDENSE_HOURS)).fetchone()[0]
-                    if not done:
-                        break
-                    result.condensed += done
-                    if progress:
-                        progress("condense", result.condensed)
-                conn.execute("SELECT measure.import_condense(%s::smallint, 0, true)", (sid,))
-        except psycopg.errors.NumericValueOutOfRange:
-            raise _overflow(where) from None
+    result.system_ids = list(summary["systems"] or [])
+    result.deferred = not condense
+    if result.stored and condense:
+        result.condensed = condense_imported(conn, result.system_ids, where=where, progress=progress)
     return result
+
+
+def condense_imported(conn: psycopg.Connection, system_ids: Iterable[int], *, where: str,
+                      progress: Callable[[str, int], None] | None = None) -> int:
+    """Condense the hours the files imported in this transaction wrote (hours, then shifts,
+    months and years), a batch at a time; the hours done."""
+    condensed = 0
+    try:
+        for sid in sorted(set(system_ids)):
+            while True:
+                done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
+                                    (sid, CONDENSE_HOURS)).fetchone()[0]
+                if not done:
+                    break
+                condensed += done
+                if progress:
+                    progress("condense", condensed)
+            conn.execute("SELECT measure.import_condense(%s::smallint, 0, true)", (sid,))
+    except psycopg.errors.NumericValueOutOfRange:
+        raise _overflow(where) from None
+    return condensed
 
 
 def _overflow(where: str) -> ImportFailed:

@@ -229,11 +229,9 @@ BEGIN
                   DETAIL = jsonb_build_object('total', v_total, 'problems', v_problems)::text;
     END IF;
 
-    -- the hours this import writes: the ones it condenses (measure.import_condense)
-    DROP TABLE IF EXISTS pg_temp._import_hours;
-    CREATE TEMP TABLE _import_hours ON COMMIT DROP AS
-    SELECT DISTINCT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_rows;
-    SELECT count(*) INTO v_hours FROM pg_temp._import_hours;
+    -- the hours this file writes
+    SELECT count(*) INTO v_hours
+      FROM (SELECT DISTINCT system_id, _measure.hour_of(from_at) FROM pg_temp._import_rows) h;
     SELECT coalesce(jsonb_agg(jsonb_build_object('system_id', system_id, 'name', name,
                                                  'measurement_id', measurement_id, 'created', created)
                               ORDER BY system_id, name), '[]')
@@ -275,6 +273,15 @@ BEGIN
            3, system_id, type_code, cpu, error, counters
       FROM pg_temp._import_rows;
     v_stored := _measure.store_intervals();
+    -- the hours the import writes, of every file it stores in this transaction: the ones it
+    -- condenses (measure.import_condense), once, after the last file
+    IF to_regclass('pg_temp._import_hours') IS NULL THEN
+        CREATE TEMP TABLE _import_hours ON COMMIT DROP AS
+        SELECT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_rows LIMIT 0;
+    END IF;
+    INSERT INTO pg_temp._import_hours
+    SELECT DISTINCT system_id, _measure.hour_of(from_at) FROM pg_temp._import_rows
+    EXCEPT SELECT system_id, hour_at FROM pg_temp._import_hours;
     RETURN jsonb_build_object('rows', v_rows + v_dups, 'stored', v_stored, 'unchanged', v_same,
                               'duplicates', v_dups, 'hours', v_hours, 'measurements', v_meas,
                               'systems', to_jsonb(v_systems));
