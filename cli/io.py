@@ -140,11 +140,12 @@ def import_command(
     time_zone: Annotated[str | None, typer.Option(help="time zone of systems --create-system creates (IANA name)")] = None,
     max_problems: Annotated[int, typer.Option(min=1, max=10_000, help="bad rows listed at most, per file")] = 50,
 ) -> None:
-    """Load interval records from files (MEASURE's field names: SYSTEM, CPU, FROM-TIMESTAMP,
-    TO-TIMESTAMP, DELTA-TIME, CPU-BUSY-TIME …) and a system's configuration (the
-    configuration.json export writes: systems, calendars, holidays, thresholds, component map)
-    in one transaction, and condense the hours they touch once, so every tier is current when
-    it returns. Importing the same files again changes nothing; a row that disagrees with stored
+    """Load interval records and configuration from files or an export's folder, in one transaction.
+
+    Interval records under MEASURE's field names (SYSTEM, CPU, FROM-TIMESTAMP, TO-TIMESTAMP,
+    DELTA-TIME, CPU-BUSY-TIME …) and a system's configuration (the configuration.json export
+    writes: systems, calendars, holidays, thresholds, component map); the hours they touch are
+    condensed once, so every tier is current when it returns. Importing the same files again changes nothing; a row that disagrees with stored
     data is reported, never overwritten. Any bad row: every one is listed as FILE:LINE: FIELD:
     problem, every file is checked, and nothing is stored."""
     def go() -> None:
@@ -249,10 +250,11 @@ def export_command(
         help=f"into a folder, also {CONFIGURATION_FILE}: the systems' calendars, holidays, thresholds and "
              "component map, which `measuredb import FOLDER` loads with the data")] = True,
 ) -> None:
-    """Write interval records (the header `measuredb import` reads) or tiers (the columns of
-    measure.<entity>_<tier>) as CSV or Parquet, by system, entity type and time range; into a
-    folder with the systems' configuration, so that `measuredb import FOLDER` gives another
-    database the same reports."""
+    """Write interval records or tiers as CSV or Parquet, by system, entity type and time range.
+
+    Interval records under the header `measuredb import` reads, tiers with the columns of
+    measure.<entity>_<tier>; into a folder with the systems' configuration, so that
+    `measuredb import FOLDER` gives another database the same reports."""
     def go() -> None:
         fmt = file_format.lower()
         if fmt not in ("csv", "parquet"):

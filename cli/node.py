@@ -61,8 +61,9 @@ def sweep_command(
         Path | None, typer.Option("--out", help="PNG file (default: sweep-NODE[-NODE].png)")
     ] = None,
 ) -> None:
-    """Throughput versus response time over a range of offered load (Figure 6 of
-    "NonStop VLX Performance"): a table per node and one PNG plot."""
+    """Throughput versus response time over a range of offered load: a table per node and a plot.
+
+    Figure 6 of "NonStop VLX Performance": one PNG plot of every node."""
     # heavy (numba's compiled node, matplotlib): loaded only by the command that runs the node
     from collector.node.response import measure_response, plot_sweep
 

@@ -90,8 +90,9 @@ def backfill(
     end: Annotated[str | None, typer.Option(
         help="end of the window instead (not after now); the window is DAYS long")] = None,
 ) -> None:
-    """Fill the database with DAYS of history of NODE under a default measurement of every
-    entity (1-minute interval), as fast as the simulation runs, with a progress bar.
+    """Fill the database with DAYS of history of NODE, as fast as the simulation runs.
+
+    Every entity under a default measurement (1-minute intervals), with a progress bar.
 
     With --start or --end the window is fixed: the same node, seed and window store the same
     data in any database (results can be compared across databases and runs). Without them

@@ -4,6 +4,7 @@ made as a side effect of a command that only reads or changes data."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,16 @@ def test_help_everywhere(nowhere: Path) -> None:
     for command in commands():
         status, output = invoke([*command.split(), "--help"])
         assert status == 0 and "Usage" in output, command
+
+
+def test_every_command_has_a_one_line_summary() -> None:
+    """A group's command list shows each command's first paragraph as written (Typer keeps its
+    line breaks there): it is one line, the details after a blank line."""
+
+    def walk(cmd, path: list[str]) -> None:
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            first = inspect.cleandoc(sub.short_help or sub.help or "").split("\n\n")[0]
+            assert first and "\n" not in first, f"measuredb {' '.join([*path, name])}: {first!r}"
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
