@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
@@ -46,6 +46,27 @@ def _iso_only(value: Any) -> Any:
 
 
 Instant = Annotated[datetime, Strict(False), BeforeValidator(_iso_only)]  # lax: parses the string
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_or_date(value: Any) -> Any:
+    if isinstance(value, str) and _DATE.fullmatch(value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is no date (YYYY-MM-DD)") from None
+    if isinstance(value, (datetime, date)) or (isinstance(value, str) and _ISO.match(value)):
+        return value
+    raise ValueError("expected a date (2024-05-01) or an ISO 8601 date-time (2024-05-01T08:00:00Z; "
+                     "without an offset: the system's local time)")
+
+
+# A date or a date-time where a day is meant (tier ranges): a plain date is that day's local
+# midnight, a date-time without an offset the system's local time (as `measuredb export
+# --from` reads them); parsed to a datetime, naive for local time.
+LocalInstant = Annotated[Annotated[datetime, Strict(False)] | date, Field(union_mode="left_to_right"),
+                         BeforeValidator(_iso_or_date)]
 
 
 def _json_integer(value: Any) -> Any:

@@ -5,6 +5,7 @@ MethodNotAllowed with an ``Allow`` header listing every method of the path)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -18,7 +19,16 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
+from api.patterns import WORDS
 from core.errors import ErrorKind, ServiceError, from_database
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A validation error in words: a pattern failure says what the value should be (api/patterns.py)."""
+    pattern = (error.get("ctx") or {}).get("pattern")
+    if error.get("type") == "string_pattern_mismatch" and pattern in WORDS:
+        return f"{error.get('input')!r} is not {WORDS[pattern]}"
+    return str(error.get("msg", "invalid"))
 
 
 class ErrorRead(BaseModel):
@@ -97,7 +107,7 @@ def install_handlers(app: FastAPI) -> None:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
         detail = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if p not in ('body', 'query', 'path')) or 'request'}: {e['msg']}"
+            f"{'.'.join(str(p) for p in e['loc'] if p not in ('body', 'query', 'path')) or 'request'}: {_message(e)}"
             for e in exc.errors()
         )
         body = ErrorRead(error="InvalidInput", detail=_printable(detail), field=_printable(field) or None)

@@ -337,6 +337,11 @@ class Collector:
         return upkeep.start_scheduler(self.url, self.collector_id, every_s)
 
     def close(self) -> None:
+        """The last heartbeat says the collector stopped (/health: degraded, not starting or
+        live while no collector runs), then the writer closes."""
+        if self.state is not None:
+            self.mode = "stopped"
+            self.heartbeat(force=True)
         self.writer.close()
 
 

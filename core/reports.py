@@ -230,8 +230,8 @@ def render_csv(rows: list[dict[str, Any]], columns: list[str] | None = None) -> 
     if fieldnames:
         w = csv.DictWriter(buf, fieldnames=fieldnames, lineterminator="\n")
         w.writeheader()
-        for r in rows:
-            w.writerow({k: _plain(v) for k, v in r.items()})
+        for r in rows:  # a list (the limits an hour broke) is one cell: "busy_max > 70; qlen_max > 2"
+            w.writerow({k: "; ".join(map(str, v)) if isinstance(v, list) else _plain(v) for k, v in r.items()})
     return buf.getvalue()
 
 

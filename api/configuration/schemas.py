@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.contract import json_int
+from api.patterns import THRESHOLD_SOURCE
 from core.catalog import load_catalog
 from core.configuration import COMPONENTS, MATCH_ON
 
@@ -175,7 +176,7 @@ class ThresholdRead(BaseModel):
     in_force: bool = Field(description="the system takes it (with ?system=; else: enabled)")
     source: str = Field(description="system; default; default (replaced in shift 3, …): a more specific row "
                                     "decides those shifts; default (replaced): the system takes it for none",
-                        pattern=r"^(system|default|default \(replaced( in shifts? [0-9, ]+)?\))$")
+                        pattern=THRESHOLD_SOURCE)
 
 
 class ThresholdPage(BaseModel):

@@ -8,13 +8,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.contract import Instant
+from api.patterns import DESCRIPTOR
 
 Relop = Literal["=", "<>", "<", ">", "<=", ">="]
 
 IDS_DESCRIPTION = ("descriptor fields as field:value (repeat the parameter), wildcards '*' as in "
                    "CONTAB; absent = every entity of the type. E.g. ids=cpu:3, "
                    "ids=process_name:$DB1, ids=file_name:$DATA.*.*")
-IdField = Annotated[str, StringConstraints(pattern=r"^[^:\x00]*[^:\s\x00][^:\x00]*:[^\x00]*$",
+IdField = Annotated[str, StringConstraints(pattern=DESCRIPTOR,
                                            max_length=128)]
 CounterName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 

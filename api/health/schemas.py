@@ -23,7 +23,8 @@ class CacheStatsRead(BaseModel):
 
 class HealthRead(BaseModel):
     status: str = Field(description="ok; starting (the collector is registering, building its node or "
-                                    "backfilling: detail says how far); degraded (the collector is silent); "
+                                    "backfilling: detail says how far); degraded (the collector is silent, or "
+                                    "stopped); "
                                     "down (no database)", examples=["ok"])
     database: bool = Field(description="the database answered")
     schema_version: int | None = Field(description="schema version recorded in the database")
@@ -33,6 +34,7 @@ class HealthRead(BaseModel):
     collector_alive: bool = Field(description="a heartbeat within heartbeat_stale_seconds (or a collector "
                                               "still starting)")
     collector_mode: str | None = Field(default=None, description="the latest heartbeat's mode: starting, "
-                                                                 "backfill or live")
+                                                                 "backfill, live, or stopped (its last "
+                                                                 "beat, when it ended)")
     detail: str | None = None
     cache: CacheStatsRead | None = Field(default=None, description="null when the cache is off")

@@ -27,7 +27,8 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
                           last_heartbeat_at=None, collector_alive=False, detail=reason)
     beat = row.last_heartbeat_at
     age = None if beat is None else (datetime.now(UTC) - beat).total_seconds()
-    alive = age is not None and age <= stale_seconds
+    stopped = row.collector_mode == "stopped"  # its last beat, when it ended (a backfill, Ctrl-C)
+    alive = age is not None and age <= stale_seconds and not stopped
     starting = row.collector_mode in STARTING and age is not None and age <= STARTING_STALE_S
     if starting:
         done = (row.collector_detail or {}).get("backfill_done")
@@ -40,6 +41,8 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
     else:
         status, detail = "degraded", (
             "no collector has started yet (run `measuredb collector`, or `make run`)" if beat is None
+            else f"the collector stopped at {beat:%Y-%m-%d %H:%M:%S} UTC (run `measuredb collector`, or "
+                 "`make run`)" if stopped
             else f"no collector heartbeat within {stale_seconds:g} s")
     return HealthRead(
         status=status,

@@ -25,6 +25,7 @@ from api.errors import (
 )
 from api.io import service
 from api.io.schemas import ExportEntity, ExportKind, ImportFailedRead, ImportRead, TimeFormat
+from api.patterns import MEASUREMENT
 from core.catalog import load_catalog
 
 router = APIRouter(tags=["import and export"])
@@ -63,7 +64,7 @@ async def import_intervals(
     request: Request, session: SessionDep, _: WriteToken,
     entity: Annotated[str | None, Query(max_length=16, description="entity type (CPU, DISC, PROCESS …); "
                                                                    "default: the one the header fits")] = None,
-    measurement: Annotated[str | None, Query(pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}$",
+    measurement: Annotated[str | None, Query(pattern=MEASUREMENT,
                                              description="measurement of rows without a MEASUREMENT column "
                                                          "(default IMPORT; created, stopped, if missing)")] = None,
     filename: Annotated[str, Query(min_length=1, max_length=200, description="name used in the problems")] = "upload.csv",

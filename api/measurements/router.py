@@ -27,6 +27,7 @@ from api.measurements.schemas import (
     MeasurementStop,
     State,
 )
+from api.patterns import PAGE_CURSOR
 
 router = APIRouter(prefix="/measurements", tags=["measurements"])
 MeasurementId = Annotated[int, Path(ge=1, le=2_147_483_647, description="measurement id")]
@@ -47,7 +48,7 @@ def list_measurements(
     state: Annotated[State | None, Query()] = None,
     name: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,10}$",
+    cursor: Annotated[str | None, Query(pattern=PAGE_CURSOR,
                                         description="next_cursor of the previous page")] = None,
 ) -> MeasurementPage:
     return measurement_service.list_page(session, state=state, name=name, limit=limit, cursor=cursor)

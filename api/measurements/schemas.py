@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.contract import Instant, json_int
+from api.patterns import MEASUREMENT
 from collector.measure.contab import Contab
 
 State = Literal["configured", "scheduled", "running", "stopped", "failed"]
@@ -32,7 +33,7 @@ class MeasurementCreate(BaseModel):
     ]})
 
     name: str | None = Field(default=None, description="data file name (MEASCOM: ADD MEASUREMENT)",
-                             examples=["CPLNDAY1"], pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}$")
+                             examples=["CPLNDAY1"], pattern=MEASUREMENT)
     system: str | None = Field(default=None, description="system name, e.g. \\DEMO; default: the only one",
                                max_length=16)
     contab: Contab | None = Field(default=None, description="entity descriptors and user counters")

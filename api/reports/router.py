@@ -9,6 +9,7 @@ from api.cache import Cacheable
 from api.contract import Instant
 from api.db import SessionDep
 from api.errors import Conflict, InvalidInput, NotFound, Unauthorized, responses
+from api.patterns import DAY, RUN_CURSOR, worded
 from api.reports import service
 from api.reports.schemas import (
     Format,
@@ -45,7 +46,7 @@ def list_runs(
     slot_from: Annotated[Instant | None, Query(description="slots at or after this instant")] = None,
     slot_to: Annotated[Instant | None, Query(description="slots before this instant")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$",
+    cursor: Annotated[str | None, Query(pattern=RUN_CURSOR,
                                         description="next_cursor of the previous page")] = None,
 ) -> ReportRunPage:
     return service.list_runs(session, definition=definition, report=report, system=system, status=status,
@@ -77,9 +78,10 @@ def get_run_output(session: SessionDep, _: ReadToken, run_id: RunId,
 
 
 ReportName = Literal[tuple(sorted(REPORTS))]  # type: ignore[valid-type]
-DAY = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-DAY_OR_INSTANT = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
-                  r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$")
+DAY_OR_INSTANT = worded(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                        r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$",
+                        "a date (2026-11-17) or an ISO 8601 date-time (2026-11-17T10:00+01:00; without an "
+                        "offset: the system's local time)")
 
 
 @router.get("/{report}", response_class=Response,

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import Instant
+from api.contract import LocalInstant
+from api.patterns import SYSTEM
 from core.catalog import TIERS, load_catalog
 
 # the catalogue's entity types with tiers and its tiers, in its order (schema/catalog/entities.csv)
@@ -24,7 +25,7 @@ StoredTier.__doc__ = "The tiers stored as views (every TierName but auto)."
 class TierQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    system: str | None = Field(default=None, pattern=r"^\\?[A-Za-z][A-Za-z0-9]{0,6}$",
+    system: str | None = Field(default=None, pattern=SYSTEM,
                                description="system name, e.g. \\DEMO", examples=["\\DEMO"])
     cpu: int | None = Field(default=None, ge=0, le=15, description="CPU number (not for disc)")
     volume: str | None = Field(default=None, min_length=1, max_length=32, description="disc volume, e.g. $DATA1 (disc only)")
@@ -32,10 +33,12 @@ class TierQuery(BaseModel):
                                 description="process name ($S1) or program file name "
                                             "($APPL.ET1.SERVER); process and userdef only")
     shift: int | None = Field(default=None, ge=1, le=9, description="shift number (shift, month, year tiers)")
-    from_at: Instant | None = Field(default=None, alias="from",
-                                    description="start (ISO 8601 with a time zone); buckets starting at or after it")
-    to_at: Instant | None = Field(default=None, alias="to",
-                                  description="end (ISO 8601 with a time zone, exclusive); default now for auto")
+    from_at: LocalInstant | None = Field(
+        default=None, alias="from", description="start: buckets starting at or after it; a date (2026-11-17) "
+        "or an ISO 8601 date-time, without an offset the system's local time", examples=["2026-11-17"])
+    to_at: LocalInstant | None = Field(
+        default=None, alias="to", description="end (exclusive), as from; default now for auto",
+        examples=["2026-11-18"])
     limit: int = Field(default=500, ge=1, le=5000)
     cursor: str | None = Field(default=None, min_length=1, max_length=512,
                                description="next_cursor of the previous page")
@@ -44,8 +47,9 @@ class TierQuery(BaseModel):
 class TierAutoQuery(TierQuery):
     """auto chooses the tier from the range from … to: from is required."""
 
-    from_at: Instant = Field(alias="from", description="start (ISO 8601 with a time zone); buckets "
-                                                       "starting at or after it")
+    from_at: LocalInstant = Field(alias="from", description="start: buckets starting at or after it; a date "
+                                  "(2026-11-17) or an ISO 8601 date-time, without an offset the system's local time",
+                                  examples=["2026-11-17"])
 
 
 class TierRowRead(BaseModel):

@@ -121,11 +121,13 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _utc(v: datetime) -> datetime:
+    """An instant for comparing two bounds: local times (naive) read as UTC (at most a day off)."""
+    return v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+
+
 def _check(entity: str, tier: str, q: TierQuery) -> None:
-    for name, v in (("from", q.from_at), ("to", q.to_at)):
-        if v is not None and v.tzinfo is None:
-            raise InvalidInput(f"{name} needs a time zone (e.g. 2024-05-01T08:00:00Z)", field=name)
-    if q.from_at is not None and q.to_at is not None and q.from_at > q.to_at:
+    if q.from_at is not None and q.to_at is not None and _utc(q.from_at) > _utc(q.to_at):
         raise InvalidInput(f"from ({q.from_at.isoformat()}) is after to ({q.to_at.isoformat()}); "
                            "swap them", field="from")
     if q.cpu is not None and entity == "disc":
@@ -153,13 +155,10 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
         if q.from_at is None:
             raise InvalidInput("tier auto needs from (and to, default now) to choose a tier",
                                field="from")
-        to = q.to_at or now or datetime.now(UTC)
-        if q.from_at.tzinfo is None or to.tzinfo is None:
-            raise InvalidInput("from and to need a UTC offset (2024-05-01T00:00:00Z) to choose a tier",
-                               field="from" if q.from_at.tzinfo is None else "to")
-        if q.from_at > to:
+        to = _utc(q.to_at or now or datetime.now(UTC))
+        if _utc(q.from_at) > to:
             raise InvalidInput(f"from {q.from_at.isoformat()} is after to {to.isoformat()}", field="from")
-        tier = auto_tier(q.from_at, to)
+        tier = auto_tier(_utc(q.from_at), to)
         auto_rule = AUTO_RULE
     _check(entity.value, tier.value, q)
     system_name = None
@@ -189,18 +188,28 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
     if q.shift is not None:
         where.append(sql.SQL("v.shift_no = %(shift)s"))
         params["shift"] = q.shift
+    # a bound with an offset is an instant; without (a plain date, a local date-time) it is the
+    # local time of each row's system
+    def local(name: str, v: datetime) -> sql.Composable:
+        return sql.SQL("(%({})s AT TIME ZONE s.time_zone)" if v.tzinfo is not None
+                       else "%({})s::timestamp").format(sql.SQL(name))
+
+    def instant(name: str, v: datetime) -> sql.Composable:
+        return sql.SQL("%({})s" if v.tzinfo is not None
+                       else "(%({})s::timestamp AT TIME ZONE s.time_zone)").format(sql.SQL(name))
+
     if tier is TierName.hour:
         if q.from_at is not None:
-            where.append(sql.SQL("v.hour_at >= %(from)s"))
+            where.append(sql.SQL("v.hour_at >= {}").format(instant("from", q.from_at)))
         if q.to_at is not None:
-            where.append(sql.SQL("v.hour_at < %(to)s"))
+            where.append(sql.SQL("v.hour_at < {}").format(instant("to", q.to_at)))
     else:
         start = _LOCAL_START[tier.value]
         if q.from_at is not None:
-            where.append(sql.SQL("{} >= date_trunc({}, %(from)s AT TIME ZONE s.time_zone)").format(
-                start, sql.Literal(_TRUNC[tier.value])))
+            where.append(sql.SQL("{} >= date_trunc({}, {})").format(
+                start, sql.Literal(_TRUNC[tier.value]), local("from", q.from_at)))
         if q.to_at is not None:
-            where.append(sql.SQL("{} < (%(to)s AT TIME ZONE s.time_zone)").format(start))
+            where.append(sql.SQL("{} < {}").format(start, local("to", q.to_at)))
     params["from"], params["to"] = q.from_at, q.to_at
     if q.cursor is not None:
         after = _decode(q.cursor, len(keys))

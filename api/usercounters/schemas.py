@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.contract import JsonInt, json_int
+from api.patterns import COUNTER_NAME, PROCESS_NAME, PROGRAM_FILE
 
 BumpOp = Literal["INC", "ADD", "SETBUSY", "RESETBUSY", "INCQUEUE", "DEQUEUE"]
 
@@ -19,12 +20,12 @@ class UserCounterRef(BaseModel):
     system: str | None = Field(default=None, max_length=16, description="default: the only system")
     cpu: JsonInt = Field(ge=0, le=15)
     pin: JsonInt = Field(ge=0, le=65535)
-    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,15}$", examples=["REQUESTS"])
+    name: str = Field(pattern=COUNTER_NAME, examples=["REQUESTS"])
     index: JsonInt = Field(default=0, ge=0, le=255, description="array element (ARRAY n: 0..n)")
-    process_name: str | None = Field(default=None, pattern=r"^\$[A-Za-z][A-Za-z0-9]{0,4}$",
+    process_name: str | None = Field(default=None, pattern=PROCESS_NAME,
                                      description="the process's name, matched by USERDEF $name")
     program_file_name: str | None = Field(
-        default=None, max_length=26, pattern=r"^\$[A-Za-z][A-Za-z0-9]{0,6}\.[A-Za-z][A-Za-z0-9]{0,7}\.[A-Za-z][A-Za-z0-9]{0,7}$",
+        default=None, max_length=26, pattern=PROGRAM_FILE,
         description="its program file, matched by USERDEF $vol.subvol.file specs")
 
 

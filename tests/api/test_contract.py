@@ -10,6 +10,8 @@ import psycopg
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
+from api.contract import NO_NUL
+from api.patterns import WORDS
 from api.ratelimit import TokenBuckets
 from tests.api.conftest import make_client
 
@@ -289,3 +291,29 @@ def test_the_openapi_states_every_bound_in_json_schema(api_db_url) -> None:
     assert bad == []
     offset = doc["components"]["schemas"]["BumpCreate"]["properties"]["offset"]["anyOf"][0]
     assert (offset["minimum"], offset["maximum"]) == (0, 2**31 - 1)
+
+
+def test_every_pattern_has_words(client):
+    """A value that breaks a pattern is answered in words (api/patterns.py), never with the
+    regular expression: every pattern of the document has its words (the NUL rule aside)."""
+    found: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.add(node["pattern"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(client.get("/openapi.json").json())
+    assert found - set(WORDS) == {NO_NUL}
+    r = client.get("/tiers/cpu/hour", params={"system": "no such!"})
+    assert r.status_code == 422 and r.json() == {
+        "error": "InvalidInput", "field": "system",
+        "detail": "system: 'no such!' is not a system name: a letter and up to 6 letters or digits, "
+                  "\\ in front optional (\\DEMO)"}
+    r = client.get("/reports/threshold", params={"system": "\\DEMO", "date": "17 Nov"})
+    assert r.status_code == 422 and r.json()["detail"] == "date: '17 Nov' is not a date, YYYY-MM-DD (2026-11-17)"

@@ -38,6 +38,7 @@ def test_health_without_collector_is_degraded(client: TestClient, db_url: str) -
     ("backfill", 900, {"backfill_done": 0.42}, "degraded", False),
     ("live", 90, {}, "degraded", False),
     ("live", 5, {}, "ok", True),
+    ("stopped", 5, {}, "degraded", False),          # its last beat: a backfill ended, Ctrl-C
 ])
 def test_health_tells_a_starting_collector_from_a_silent_one(client, db_url, mode, age_s, detail, status,
                                                              alive) -> None:
@@ -56,8 +57,11 @@ def test_health_tells_a_starting_collector_from_a_silent_one(client, db_url, mod
         if mode == "backfill" and status == "starting":
             assert body["detail"] == ("the collector is backfilling its history (42 % done); live collection "
                                       "follows")
-        if status == "degraded":
+        if status == "degraded" and mode != "stopped":
             assert body["detail"] == "no collector heartbeat within 60 s"
+        if mode == "stopped":
+            assert body["detail"] == (f"the collector stopped at {beat:%Y-%m-%d %H:%M:%S} UTC (run "
+                                      "`measuredb collector`, or `make run`)")
     finally:
         with psycopg.connect(db_url) as c:
             c.execute("DELETE FROM _measure.collector_heartbeat WHERE collector_id = 'test'")

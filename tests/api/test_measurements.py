@@ -91,7 +91,7 @@ def test_configuration_commands_round_trip_through_meascom():
         ({"name": "X1", "contab": {"descriptors": [{"type": "NOPE"}]}}, "contab", "unknown entity type"),
         ({"name": "X1", "contab": {"descriptors": []}}, "contab", "measures nothing"),
         ({"contab": CONTAB}, "name", "name the measurement"),
-        ({"name": "1BAD", "contab": CONTAB}, "name", "should match pattern"),
+        ({"name": "1BAD", "contab": CONTAB}, "name", "'1BAD' is not a measurement (data file) name: a letter and up to 7 letters or digits"),
         ({"meascom": "ADD CPU 99"}, "meascom", "line 1"),
         ({"meascom": "ADD CPU *\nLIST CPU *"}, "meascom", "not a configuration command"),
         ({"name": "X1", "contab": CONTAB, "stop_at": "2040-01-01T00:00:00Z", "for_seconds": 60},

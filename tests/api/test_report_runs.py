@@ -149,7 +149,7 @@ def test_run_a_report_now_in_every_format(client) -> None:
 
 @pytest.mark.parametrize(("path", "params", "field", "words"), [
     ("/reports/threshold", {"system": SYSTEM}, "date", "needs date"),
-    ("/reports/threshold", {"system": SYSTEM, "date": "May 2"}, "date", "should match pattern"),
+    ("/reports/threshold", {"system": SYSTEM, "date": "May 2"}, "date", "'May 2' is not a date, YYYY-MM-DD (2026-11-17)"),
     ("/reports/threshold", {"system": SYSTEM, "date": "2024-02-30"}, "date", "is not a date"),
     ("/reports/threshold", {"system": "\\NOPE", "date": "2024-05-02"}, "system", "NOPE"),
     ("/reports/cpu-trend", {"system": SYSTEM, "from": "2024-05-03", "to": "2024-05-01"}, None, "after"),

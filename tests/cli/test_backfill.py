@@ -23,7 +23,9 @@ def test_backfill_fills_the_database(fresh_database, monkeypatch, tmp_path) -> N
     with psycopg.connect(url) as c:
         hours = c.execute("SELECT count(DISTINCT hour_at) FROM measure.cpu_hour").fetchone()[0]
         node, seed = c.execute("SELECT node, seed FROM _measure.collector_state").fetchone()
+        mode = c.execute("SELECT collector_mode FROM measure.schema_info()").fetchone()[0]
     assert hours >= 24 and (node, seed) == ("demo", 3)
+    assert mode == "stopped"  # its last heartbeat: /health says no collector runs, not "starting"
 
 
 def test_backfill_of_an_unknown_node_is_one_line(fresh_database, monkeypatch, tmp_path) -> None:

@@ -288,6 +288,8 @@ def test_formats() -> None:
     assert reports.fmt(D("0.2"), "f1") == ".2" and reports.fmt(D("85.25"), "f1") == "85.2"
     rows = [{"a": D("1.50"), "b": date(2024, 1, 2)}]
     assert reports.render_csv(rows) == "a,b\n1.5,2024-01-02\n"
+    assert reports.render_csv([{"cpu": 1, "broken": ["busy_max > 70", "qlen_max > 2"]}]) == (
+        "cpu,broken\n1,busy_max > 70; qlen_max > 2\n")  # the limits an hour broke: one cell, no Python list
     assert reports.render_json(rows) == '[\n {\n  "a": 1.5,\n  "b": "2024-01-02"\n }\n]'
 
 
