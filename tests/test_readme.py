@@ -31,6 +31,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import typer.main
+
+from cli.main import app
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DATA_DIR = "/tmp/demo-week"
@@ -199,3 +203,34 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert (work / "out" / "configuration.json").exists()
     assert "already stored" in line_of(out, "measuredb import out/") and "0 stored" in line_of(
         out, "measuredb import out/")
+
+
+def test_every_command_the_readme_names_exists_with_its_options() -> None:
+    """The commands the README names in its text and tables (`measuredb retention show | set
+    CLASS DURATION | run [--dry-run] | log`, `measuredb export [--system S] …`): every
+    subcommand exists and every option is one it takes."""
+    root = typer.main.get_command(app)
+    text = README.read_text()
+    spans = re.findall(r"`(measuredb [^`]+)`", text)
+    assert len(spans) > 20
+    for span in spans:
+        alternatives = [a.split() for a in re.split(r"\s\\?\|\s", span.replace("\n", " "))]
+        group = root
+        for n, words in enumerate(alternatives):
+            cmd = root if n == 0 else group
+            if n > 0:
+                assert words and words[0].split("|")[0] in (getattr(group, "commands", {}) or {}), (
+                    f"README: `{span}`: {group.name} has no command {words[0] if words else ''!r}")
+            for word in words[1:] if n == 0 else words:
+                if word.startswith(("[", "-", "'", "\\")) or not re.fullmatch(r"[a-z][a-z|-]*", word):
+                    break
+                names = word.split("|")
+                subs = getattr(cmd, "commands", {}) or {}
+                if not all(name in subs for name in names):
+                    break
+                group, cmd = cmd, subs[names[0]]
+                for name in names[1:]:
+                    assert name in subs, (span, name)
+            taken = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+            for option in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", " ".join(words)):
+                assert option in taken, f"README: `{span}`: {cmd.name} takes no {option}"
