@@ -32,10 +32,11 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
     starting = row.collector_mode in STARTING and age is not None and age <= STARTING_STALE_S
     if starting:
         done = (row.collector_detail or {}).get("backfill_done")
+        left = (row.collector_detail or {}).get("backfill_left_s")
         status, detail = "starting", (
             "the collector is starting (registering, building the node)" if row.collector_mode == "starting"
-            else f"the collector is backfilling its history ({100 * float(done or 0):.0f} % done); live "
-                 "collection follows")
+            else f"the collector is backfilling its history ({100 * float(done or 0):.0f} % done"
+                 + ("" if left is None else f", about {float(left):.0f} s left") + "); live collection follows")
     elif alive:
         status, detail = "ok", None
     else:

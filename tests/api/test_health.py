@@ -35,6 +35,7 @@ def test_health_without_collector_is_degraded(client: TestClient, db_url: str) -
 @pytest.mark.parametrize(("mode", "age_s", "detail", "status", "alive"), [
     ("starting", 200, {}, "starting", True),          # building the node: quiet for minutes
     ("backfill", 90, {"backfill_done": 0.42}, "starting", True),
+    ("backfill", 90, {"backfill_done": 0.42, "backfill_left_s": 118}, "starting", True),
     ("backfill", 900, {"backfill_done": 0.42}, "degraded", False),
     ("live", 90, {}, "degraded", False),
     ("live", 5, {}, "ok", True),
@@ -55,8 +56,9 @@ def test_health_tells_a_starting_collector_from_a_silent_one(client, db_url, mod
         body = client.get("/health").json()
         assert (body["status"], body["collector_alive"], body["collector_mode"]) == (status, alive, mode)
         if mode == "backfill" and status == "starting":
-            assert body["detail"] == ("the collector is backfilling its history (42 % done); live collection "
-                                      "follows")
+            left = ", about 118 s left" if "backfill_left_s" in detail else ""
+            assert body["detail"] == (f"the collector is backfilling its history (42 % done{left}); live "
+                                      "collection follows")
         if status == "degraded" and mode != "stopped":
             assert body["detail"] == "no collector heartbeat within 60 s"
         if mode == "stopped":

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector.service import Collector, SpooledDataLeft
+from collector.service import Collector, Pace, SpooledDataLeft
 from collector.settings import CollectorSettings
 from core import control, schema
 from core.database import start_embedded
@@ -223,3 +223,18 @@ def test_control_requests_are_answered_with_typed_answers_and_errors(fresh_datab
     }
     assert codes["unknown entity"][1].startswith("unknown entity type 'nonsense'")
     assert codes["wrong offset"][1].startswith("offset 99999 is not this counter's")
+
+
+def test_the_backfill_estimate_follows_the_recent_pace() -> None:
+    """A slow first minute (cold database, first steps) does not inflate what is left: the
+    estimate is the node time left at the pace of the last minute of wall time."""
+    hour = 3_600_000_000
+    pace = Pace(window_s=60)
+    pace.add(0.0, 0)
+    assert pace.left_s(100 * hour) is None
+    pace.add(100.0, hour)          # the first node hour took 100 s
+    assert pace.left_s(100 * hour) is None  # one chunk says nothing of the pace
+    for k in range(2, 40):         # then 2 s per node hour
+        pace.add(100.0 + 2 * (k - 1), k * hour)
+    assert pace.left_s(100 * hour) == (100 - 39) * 2.0
+    assert pace.samples[0][0] >= 100.0 + 2 * 38 - 60 - 2  # only the last minute is kept
