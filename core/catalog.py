@@ -236,7 +236,8 @@ class Catalog:
     @functools.cached_property
     def tiered(self) -> tuple[EntityDef, ...]:
         """The entity types with tiers, in tier_order."""
-        return tuple(sorted((e for e in self.entities.values() if e.tiered), key=lambda e: e.tier_order))
+        return tuple(sorted((e for e in self.entities.values() if e.tiered),
+                            key=lambda e: e.tier_order or 0))  # (a tiered one has its tier_order)
 
     @functools.cached_property
     def tiered_names(self) -> tuple[str, ...]:

@@ -71,6 +71,7 @@ from core.catalog import (
     EntityDef,
     load_catalog,
 )
+from core.database import scalar
 from core.entities import ID_FIELD_RANGES, USER_COUNTER_TYPES, entity_id, entity_key
 
 __all__ = ["DEFAULT_MEASUREMENT", "ImportFailed", "ImportResult", "Problem", "csv_rows",
@@ -429,14 +430,14 @@ class Systems:
         if not _SYSTEM_RE.fullmatch(name):
             raise ValueError(f"{name!r} is not a system name: a backslash, a letter and up to 6 "
                              "letters or digits (\\DEMO)")
-        number = self.conn.execute(
+        number = scalar(self.conn.execute(
             "SELECT min(n) FROM generate_series(0, 254) n"
-            " WHERE n NOT IN (SELECT system_number FROM _measure.system)").fetchone()[0]
+            " WHERE n NOT IN (SELECT system_number FROM _measure.system)"))
         if number is None:
             raise ValueError("no free system number (0-254) for a new system")
-        sid = self.conn.execute("INSERT INTO _measure.system (system_name, system_number, time_zone)"
-                                " VALUES (%s, %s, %s) RETURNING system_id",
-                                (name, number, self.create_time_zone)).fetchone()[0]
+        sid = scalar(self.conn.execute("INSERT INTO _measure.system (system_name, system_number, time_zone)"
+                                       " VALUES (%s, %s, %s) RETURNING system_id",
+                                       (name, number, self.create_time_zone)))
         self.created.append(name)
         return sid, self.create_time_zone
 
@@ -785,8 +786,8 @@ class _Rows:
             vals = np.array(raw, dtype=np.str_ if isinstance(raw[0][0], str) else object)
             out[:, self.lay.counter_pos] = vals.astype(np.int64)
         except (ValueError, OverflowError, TypeError):
-            for i, vals in enumerate(raw):
-                for pos, v in zip(self.lay.counter_pos, vals, strict=True):
+            for i, raw_row in enumerate(raw):
+                for pos, v in zip(self.lay.counter_pos, raw_row, strict=True):
                     name = self.ent.counters[pos].measure_name
                     try:
                         n = _integer(v, name)
@@ -926,7 +927,7 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
         progress("rows", n)
     check_only = parser.bad_total > 0
     try:
-        summary = conn.execute("SELECT measure.import_store(%s, %s)", (max_problems, check_only)).fetchone()[0]
+        summary = scalar(conn.execute("SELECT measure.import_store(%s, %s)", (max_problems, check_only)))
     except psycopg.errors.NumericValueOutOfRange:
         raise _overflow(where) from None
     except psycopg.errors.InvalidParameterValue as exc:
@@ -960,8 +961,8 @@ def condense_imported(conn: psycopg.Connection, system_ids: Iterable[int], *, wh
     try:
         for sid in sorted(set(system_ids)):
             while True:
-                done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
-                                    (sid, CONDENSE_HOURS)).fetchone()[0]
+                done = scalar(conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
+                                           (sid, CONDENSE_HOURS)))
                 if not done:
                     break
                 condensed += done

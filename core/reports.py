@@ -212,7 +212,8 @@ def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str 
 
 def _plain(v: Any) -> Any:
     if isinstance(v, Decimal):
-        return float(v) if v != v.to_integral_value() or v.as_tuple().exponent < 0 else int(v)
+        exponent = v.as_tuple().exponent  # 'n', 'N' or 'F' for NaN and ±Infinity: a float
+        return float(v) if isinstance(exponent, str) or v != v.to_integral_value() or exponent < 0 else int(v)
     if isinstance(v, (date, datetime)):
         return v.isoformat()
     return v
@@ -376,9 +377,7 @@ def _date(text: str | None, option: str) -> date | None:
         raise ReportError(f"{option} {text!r} is not a date; write YYYY-MM-DD") from None
 
 
-def _instant(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
+def _instant(text: str, option: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
@@ -412,8 +411,8 @@ def build_params(name: str, *, system: str | None, day: str | None, date_from: s
         lo_text, hi_text = date_from or day, date_to or day
         if lo_text is None or hi_text is None:
             raise ReportError(f"report {name} needs {lab['from']} and {lab['to']} (or {lab['date']})")
-        lo, hi = _instant(lo_text, lab["from"]), _instant(hi_text, lab["to"])
+        lo_at, hi_at = _instant(lo_text, lab["from"]), _instant(hi_text, lab["to"])
         if len(hi_text) <= 10:
-            hi = hi + timedelta(days=1)
-        given["from_at"], given["to_at"] = lo, hi
+            hi_at = hi_at + timedelta(days=1)
+        given["from_at"], given["to_at"] = lo_at, hi_at
     return bind(name, **given)
