@@ -37,6 +37,7 @@ import signal
 import threading
 import time
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -150,6 +151,7 @@ class Collector:
             usage = {"entities": m.usage,
                      "not_allocated": {f"{e}:{err}": n for (e, err), n in m.unallocated.items()},
                      "copies_written": m.copies_written}
+        assert self.pipeline is not None  # MEASMON, which calls this, comes with the pipeline
         self.pipeline.control(event, m.measurement_id, at_us, usage)
 
     # ------------------------------------------------------------------ control plane (collector/control.py)
@@ -287,6 +289,7 @@ class Collector:
                   "lag_s": round(self.lag_us / SECOND, 1)}
         if self.mode == "backfill":
             detail["backfill_done"] = round(self.backfill_done, 4)
+        assert self.state is not None, "registered first"
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:
                 conn.execute(
@@ -306,7 +309,7 @@ class Collector:
 
     # ------------------------------------------------------------------ checkpoints (collector/checkpoint.py)
 
-    def _checkpoint_path(self):
+    def _checkpoint_path(self) -> Path:
         return checkpoint.checkpoint_path(self.settings.data_dir, self.collector_id, self.settings.seed)
 
     def checkpoint(self) -> bool:
@@ -314,6 +317,7 @@ class Collector:
         host node: it never resumes, a restart starts a fresh epoch)."""
         if not self.node_kind.checkpoints or self.writer.durable_until_us != self.node.now_us:
             return False
+        assert self.state and self.measmon and self.pipeline, "built first"
         return checkpoint.save(self._checkpoint_path(), self.state.epoch_us, self.node, self.measmon,
                                self.pipeline)
 
@@ -321,6 +325,7 @@ class Collector:
 
     def condense_months(self) -> int:
         """The month-level rows the slices written so far left; the hours done."""
+        assert self.state is not None, "registered first"
         return upkeep.condense_months(self.url, self.state.system_id)
 
     def upkeep(self) -> dict[str, Any] | None:
@@ -421,6 +426,7 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         collector.start_upkeep()
         collector.live()
     except KeyboardInterrupt:
+        assert collector.pipeline is not None  # built above
         try:  # store what was measured since the last slice (e.g. start copies)
             collector.writer.flush(collector.pipeline.take(collector.node.now_us), wait=False)
         except SpoolFull:

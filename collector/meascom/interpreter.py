@@ -39,7 +39,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -248,6 +248,7 @@ class Session:
     def _find_system(self, system: str | None) -> tuple[int, str, ZoneInfo]:
         rows = self.q("SELECT system_id, system_name, time_zone FROM measure.system ORDER BY system_name")
         names = ", ".join(r["system_name"] for r in rows) or "none"
+        row: dict[str, Any] | None
         if system is None:
             if len(rows) != 1:
                 raise MeascomError(
@@ -570,14 +571,15 @@ class Session:
                     "(TO 15 NOV, 06:00) or use FOR", cmd.to.line, cmd.to.column)
         if stop is not None and stop <= now:
             pos = cmd.to or cmd.for_
+            assert pos is not None  # (a stop comes from TO or FOR)
             raise MeascomError(f"the measurement would end at {_fmt(stop)}, which is already "
                                "past", pos.line, pos.column)
         interval_us = cmd.interval.us if cmd.interval else None
         source = "\n".join([*self.state.config_sources, item.source])
         contab_json = contab.model_dump(mode="json")
-        mid = self.q1("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
-                      (self.system_name, name, Jsonb(contab_json), source, start, stop,
-                       interval_us))["id"]
+        mid = self.q("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
+                     (self.system_name, name, Jsonb(contab_json), source, start, stop,
+                      interval_us))[0]["id"]
         self.state.current = mid  # implicit ADD MEASUREMENT
         lines = [f"Measurement {name} (id {mid}) scheduled on {self.system_name}: "
                  f"from {_fmt(start)} " + (f"to {_fmt(stop)}" if stop else "until STOP MEASUREMENT")
@@ -707,7 +709,7 @@ class Session:
         running = [r for r in rows if r["state"] == "running"]
         if running:
             resp, why = self.ask_collector(control.Status(measurement_id=running[0]["measurement_id"]))
-            if resp is None:
+            if not isinstance(resp, control.StatusAnswer):  # None: why not
                 lines.append(f"  counter space: {why}")
             else:
                 lines.append("  counter space per CPU (CIDs used/limit, words used/limit):")
@@ -740,7 +742,7 @@ class Session:
             lines.append("  stored interval records: none")
         if m.state in ("running", "stopped", "scheduled"):
             resp, why = self.ask_collector(control.Status(measurement_id=m.measurement_id))
-            if resp is None:
+            if not isinstance(resp, control.StatusAnswer):  # None: why not
                 lines.append(f"  collector: {why}")
             else:
                 st = resp.status
@@ -863,7 +865,7 @@ def format_spec(d: EntityDescriptor) -> str | None:
 
 
 def render_config(m: Measurement, system_name: str, tz: ZoneInfo,
-                  entity_counts: list[dict[str, Any]] = ()) -> str:
+                  entity_counts: Sequence[dict[str, Any]] = ()) -> str:
     """INFO MEASUREMENT: the configuration as runnable MEASCOM commands, with the time window,
     interval and state as comments (an OBEY file that recreates the measurement)."""
     lines = [f"== INFO MEASUREMENT {m.name} (id {m.measurement_id}) on {system_name}: {m.state}",

@@ -770,8 +770,9 @@ class _Parser:
                 if kw not in ("FROM", "TO", "FOR", "LOADID"):
                     attrs.append(a)
         if verb == "LISTACTIVE" and ("FROM" in opts or "TO" in opts):
-            o = opts.get("FROM") or opts.get("TO")
-            raise MeascomSyntaxError(o.line, o.column, o.name,  # type: ignore[union-attr]
+            given = opts.get("FROM") or opts.get("TO")
+            assert isinstance(given, ast.ReportAttr)  # (FROM and TO are report attributes)
+            raise MeascomSyntaxError(given.line, given.column, given.name,
                                      message="LISTACTIVE takes FOR, not FROM or TO")
 
         def val(k: str):
