@@ -65,7 +65,7 @@ def save(path: Path, epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipel
     tmp = path.with_suffix(".tmp")
     callbacks = measmon.sink, measmon.on_state
     # they hold the writer's connection: detached while pickling, put back below
-    measmon.sink = measmon.on_state = None  # type: ignore[assignment]  # (sink is never None in use)
+    measmon.sink = measmon.on_state = None  # type: ignore[assignment]  # None only while pickling
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             pickle.dump({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,

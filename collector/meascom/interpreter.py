@@ -354,7 +354,7 @@ class Session:
                     handles[path] = (path.open("a", encoding="utf-8"), name, item)
                     undo.append((path, size))
                 handles[path][0].write(chunk)
-            for path, (f, name, item) in list(handles.items()):
+            for path, (f, _name, _item) in list(handles.items()):
                 del handles[path]
                 f.close()  # flushes: a full disc shows here
         except (OSError, ValueError) as exc:
@@ -760,12 +760,16 @@ class Session:
     def _cmd_SetReport(self, cmd: ast.SetReport, item: _Item) -> str:
         r = self.state.report
         for a in cmd.attrs:
+            # (the parser's values: FROM and TO a date and time, FOR a duration)
             if a.name == "FROM":
-                r.from_ = a.value  # type: ignore[assignment]
+                assert isinstance(a.value, ast.DateTime)
+                r.from_ = a.value
             elif a.name == "TO":
-                r.to, r.for_ = a.value, None  # type: ignore[assignment]
+                assert isinstance(a.value, ast.DateTime)
+                r.to, r.for_ = a.value, None
             elif a.name == "FOR":
-                r.for_, r.to = a.value, None  # type: ignore[assignment]
+                assert isinstance(a.value, ast.Duration)
+                r.for_, r.to = a.value, None
             else:
                 setattr(r, a.name.lower().replace("-", "_"), a.value)
         return ""

@@ -93,9 +93,9 @@ import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
@@ -221,11 +221,14 @@ class Record:
     # catalogue's (USERDEF TIME-VALUE: its CONTAB counter TYPE)
 
 
+ReadMode = Literal["latest", "nearest", "summary", "intervals", "active"]
+
+
 @dataclass
 class ReadResult:
     measurement_id: int | None
     entity: EntityDef
-    mode: str  # latest | nearest | summary | intervals | active
+    mode: ReadMode
     rate: bool
     counters: list[CounterDef]
     records: list[Record]
@@ -407,7 +410,7 @@ def _hour_of(t: datetime | str) -> datetime | str:
     if isinstance(t, str):
         return t
     return t - timedelta(minutes=t.minute, seconds=t.second, microseconds=t.microsecond) \
-        if t.utcoffset() == timedelta(0) else _hour_of(t.astimezone(timezone.utc))
+        if t.utcoffset() == timedelta(0) else _hour_of(t.astimezone(UTC))
 
 
 # ---------------------------------------------------------------- the read
@@ -751,7 +754,7 @@ def _plan(ent: EntityDef, q: ReadQuery) -> tuple[list[CounterDef], list[CounterD
     return shown, needed, paired, by, cond
 
 
-def _mode(q: ReadQuery) -> str:
+def _mode(q: ReadQuery) -> ReadMode:
     if q.at is not None:
         return "nearest"
     if q.all_records:
@@ -863,7 +866,7 @@ class _Ctx:
     ent: EntityDef
     info: MeasurementInfo
     q: ReadQuery
-    mode: str
+    mode: ReadMode
     needed: list[CounterDef]
     shown: list[CounterDef]
     paired: CounterDef | None
