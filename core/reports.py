@@ -306,13 +306,13 @@ def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any], empty: st
     lines = _title_block(rep, params, sum(widths) + 6) + [""]
     for level in (0, 1):
         lines.append("  ".join(h[level].ljust(w) if i == 0 else h[level].rjust(w)
-                               for i, (h, w) in enumerate(zip(heads, widths))).rstrip())
+                               for i, (h, w) in enumerate(zip(heads, widths, strict=True))).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     if not rows:
         lines.append(empty or rep.empty)
     for b in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(b, widths))).rstrip())
+                               for i, (v, w) in enumerate(zip(b, widths, strict=True))).rstrip())
     lines.append("")
     for label, value, _, note in tail:
         lines.append(f"{label.ljust(widths[0])}  {value.rjust(widths[1])}  {note}".rstrip())
@@ -336,7 +336,7 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
     lines.append("")
     for level in range(depth):
         parts = []
-        for h, w, c in zip(heads, widths, rep.columns):
+        for h, w, c in zip(heads, widths, rep.columns, strict=True):
             pad = [""] * (depth - len(h)) + h  # headings sit on the bottom line, as in ENFORM
             parts.append(pad[level].ljust(w) if c.fmt == "s" else pad[level].rjust(w))
         lines.append("  ".join(parts).rstrip())
@@ -345,12 +345,12 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
         lines.append(empty or rep.empty)
     for row in cells:
         lines.append("  ".join(v.ljust(w) if c.fmt == "s" else v.rjust(w)
-                               for v, w, c in zip(row, widths, rep.columns)).rstrip())
+                               for v, w, c in zip(row, widths, rep.columns, strict=True)).rstrip())
     if name == "process-disc-file-activity" and rows:
         sums = {k: sum(r[k] or 0 for r in rows) for k in ("reads", "writes", "deletes_or_writereads", "info_calls")}
         lines.append("  ".join(("TOTAL" if c.key == "file_name" else fmt(sums.get(c.key), c.fmt)).rjust(w)
                                if c.fmt != "s" else "TOTAL".ljust(w)
-                               for c, w in zip(rep.columns, widths)).rstrip())
+                               for c, w in zip(rep.columns, widths, strict=True)).rstrip())
     return "\n".join(lines) + "\n"
 
 

@@ -1016,7 +1016,7 @@ def _bump(rec, nrec, txm, tables, procs, out, lay, wv, lv):
 
 
 @njit(**_EVENT)
-def _slot(sel, vi, vproc, vcpu, vvol, vpart, txm, procs, dev):
+def _slot(sel, vi, vproc, vcpu, vvol, vpart, txm, procs, dev):  # noqa: C901 - numba kernel: a branch per selector
     """Which slot of its entity an effect group with selector ``sel`` bumps for a visit of row
     vi (-1: none)."""
     slot = -1

@@ -72,7 +72,7 @@ class SystemSpec(_M):
         try:
             zoneinfo.ZoneInfo(v)
         except Exception:  # noqa: BLE001 - any failure means unknown zone
-            raise ValueError(f"unknown IANA time zone {v!r} (e.g. America/Los_Angeles)")
+            raise ValueError(f"unknown IANA time zone {v!r} (e.g. America/Los_Angeles)") from None
         return v
 
 
