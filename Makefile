@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install timescaledb citus run test test-timescaledb test-citus test-fast test-reliability schema bench bench-scale lint fmt lock clean
+.PHONY: help install timescaledb citus run test test-timescaledb test-citus test-fast test-reliability schema bench bench-scale lint typecheck fmt lock clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -62,10 +62,14 @@ bench: $(STAMP) ## run the benchmarks and append the figures to bench/RESULTS.md
 bench-scale: $(STAMP) ## a ref16 day end to end, ingest vs raw COPY, bytes per value (both engines) -> bench/RESULTS.md
 	$(BIN)/python bench/run.py bench_scale
 
-lint: $(STAMP) ## static checks: ruff, the import contracts (pyproject.toml), and the dashboards are what dashboards/build.py makes
+lint: $(STAMP) ## static checks: ruff (complexity included), the type check, the import contracts (pyproject.toml), and the dashboards are what dashboards/build.py makes
 	$(BIN)/python -m ruff check cli api collector core tests bench dashboards
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python dashboards/build.py --check
+
+typecheck: $(STAMP) ## the type check alone (mypy over core, collector, api, cli; [tool.mypy] in pyproject.toml)
+	$(BIN)/mypy
 
 lock: ## re-pin requirements.lock (what the product needs) and requirements-dev.lock (tests, lint) from .venv
 	rm -rf build/lock && mkdir -p build/lock && $(PYTHON) -m venv build/lock/venv

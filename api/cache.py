@@ -437,7 +437,7 @@ class CacheMiddleware:
         self.cache = cache
         self._inflight: dict[str, tuple[int, asyncio.Future[Entry | None]]] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: C901 - one request path, read top down
         cache = self.cache
         listener = cache.listener
         if scope["type"] != "http" or scope["method"] != "GET" or listener is None:

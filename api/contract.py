@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import date, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
@@ -65,8 +65,11 @@ def _iso_or_date(value: Any) -> Any:
 # A date or a date-time where a day is meant (tier ranges): a plain date is that day's local
 # midnight, a date-time without an offset the system's local time (as `measuredb export
 # --from` reads them); parsed to a datetime, naive for local time.
-LocalInstant = Annotated[Annotated[datetime, Strict(False)] | date, Field(union_mode="left_to_right"),
-                         BeforeValidator(_iso_or_date)]
+if TYPE_CHECKING:  # always a datetime once parsed (a date becomes its midnight)
+    LocalInstant = datetime
+else:
+    LocalInstant = Annotated[Annotated[datetime, Strict(False)] | date, Field(union_mode="left_to_right"),
+                             BeforeValidator(_iso_or_date)]
 
 
 def _json_integer(value: Any) -> Any:
@@ -78,10 +81,11 @@ def _json_integer(value: Any) -> Any:
 JsonInt = Annotated[int, Strict(False), BeforeValidator(_json_integer)]  # 3 and 3.0, not true or "3"
 
 
-def json_int(ge: int, le: int) -> Any:
-    """JsonInt within [ge, le], the bounds stated as JSON Schema minimum/maximum (bounds given
-    to Field() beside a JsonInt land in the document as unknown ge/le keywords)."""
-    return Annotated[int, Field(ge=ge, le=le), Strict(False), BeforeValidator(_json_integer)]
+def json_range(ge: int, le: int) -> tuple[Any, ...]:
+    """What makes an int a JsonInt within [ge, le] (``Annotated[int, *json_range(1, 9)]``), the
+    bounds stated as JSON Schema minimum/maximum (bounds given to Field() beside a JsonInt land
+    in the document as unknown ge/le keywords)."""
+    return Field(ge=ge, le=le), Strict(False), BeforeValidator(_json_integer)
 
 
 def _nul_at(value: Any, where: str) -> str | None:
@@ -187,7 +191,7 @@ def contract_openapi(app: FastAPI, settings: ApiSettings) -> dict[str, Any]:
     for route in iter_route_contexts(app.routes):  # included routers' routes, as served
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue
-        for method in route.methods:
+        for method in route.methods or ():  # (an APIRoute's are always given)
             op = doc["paths"][route.path_format][method.lower()]
             responses = op["responses"]
             invalid = responses.get("422", {})
@@ -216,4 +220,4 @@ def install_openapi(app: FastAPI, settings: ApiSettings) -> None:
             app.openapi_schema = contract_openapi(app, settings)
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to amend the document

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import overload
 
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
+from api.db import driver
 from api.errors import InvalidInput, MeasureError, NotFound, Unavailable, service_error
 from core import control
 from core.errors import ERROR_OF_KIND
@@ -50,13 +52,27 @@ def _error(refusal: control.Refusal) -> MeasureError:
     return service_error(ERROR_OF_KIND[refusal.code](f"collector: {refusal.message}"))
 
 
+@overload
+def call_collector(engine: Engine, system_id: int, request: control.ReadActive, *,
+                   timeout: float) -> control.ActiveRead: ...
+@overload
+def call_collector(engine: Engine, system_id: int, request: control.Status, *,
+                   timeout: float) -> control.StatusAnswer: ...
+@overload
+def call_collector(engine: Engine, system_id: int, request: control.BumpInit, *,
+                   timeout: float) -> control.BumpInitAnswer: ...
+@overload
+def call_collector(engine: Engine, system_id: int, request: control.Bump, *,
+                   timeout: float) -> control.BumpAnswer: ...
+
+
 def call_collector(engine: Engine, system_id: int, request: control.Request, *,
                    timeout: float) -> control.Answer:
     """Submit one control request and wait for its answer (of the request's kind); raises
     the typed error."""
     raw = engine.raw_connection()
     try:
-        pg = raw.driver_connection
+        pg = driver(raw)
         pg.execute("LISTEN measuredb_answer")
         request_id = control.submit(pg, system_id, request)
         pg.commit()
@@ -81,7 +97,7 @@ def call_collector(engine: Engine, system_id: int, request: control.Request, *,
                     break
     finally:
         try:
-            raw.driver_connection.execute("UNLISTEN *")
-            raw.driver_connection.commit()
+            driver(raw).execute("UNLISTEN *")
+            driver(raw).commit()
         finally:
             raw.close()

@@ -22,6 +22,7 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import PoolProxiedConnection
 
 from core.database import sqlalchemy_url
 
@@ -100,7 +101,15 @@ def read_engine(request: Request) -> Engine:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def psycopg_connection(session: Session):
+def psycopg_connection(session: Session) -> psycopg.Connection:
     """The psycopg connection under a session (for the plain-function libraries such as
     collector.measure.read): in the session's transaction, or autocommit for a GET."""
-    return session.connection().connection.driver_connection
+    return driver(session.connection().connection)
+
+
+def driver(raw: PoolProxiedConnection) -> psycopg.Connection:
+    """The psycopg connection of a pooled one (SQLAlchemy types it Optional: it is None only
+    once the pooled connection is closed)."""
+    conn = raw.driver_connection
+    assert conn is not None, "a pooled connection used after it was closed"
+    return conn

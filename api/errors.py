@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, overload
 
 from fastapi import FastAPI, Request
 from fastapi.dependencies.utils import request_params_to_args
@@ -200,6 +200,14 @@ def install_database_handler(app: FastAPI) -> None:
         if err is None:
             raise exc
         return await _render(err)
+
+
+@overload
+def _printable(text: str) -> str: ...
+@overload
+def _printable(text: None) -> None: ...
+@overload
+def _printable(text: str | None) -> str | None: ...
 
 
 def _printable(text: str | None) -> str | None:

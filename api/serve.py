@@ -25,10 +25,10 @@ __all__ = ["PROTOCOL", "NoDelayHTTPProtocol", "run"]
 PROTOCOL = "api.serve:NoDelayHTTPProtocol"
 
 
-class NoDelayHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+class NoDelayHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]  # uvicorn picks httptools or h11 at import
     """uvicorn's HTTP protocol (httptools, a dependency; h11 if it is missing) with TCP_NODELAY."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:

@@ -349,7 +349,7 @@ def populate(url: str) -> Counter:
                      "transactions": "(f * 400)::bigint", "response_us": "(f * 400 * (300000 + 900000 * f))::bigint",
                      "response_max_us": "300000 + 2000000 * f * f"}
 
-            def expr(col: str) -> str:
+            def expr(col: str, fixed: dict[str, str] = fixed) -> str:
                 if col in fixed:
                     return fixed[col]
                 if col.endswith("_us"):

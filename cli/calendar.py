@@ -98,7 +98,7 @@ def calendar_show(system: SYSTEM_ARG) -> None:
         print_lines(f"{cal['system']} ({cal['time_zone']}): a shift that crosses midnight belongs to the day it "
                     "began")
         base = cal["base"]
-        sections = [(None, base["until"], None, None, base["shifts"], f"{base['source']} shifts, every day")]
+        sections: list[tuple[Any, ...]] = [(None, base["until"], None, None, base["shifts"], f"{base['source']} shifts, every day")]
         sections += [(v["effective_from"], v["until"], v["holiday_shift"], v["holiday_name"], v["shifts"],
                       f"calendar from {v['effective_from']}") for v in cal["versions"]]
         for since, until, holiday_shift, holiday_name, shifts, title in sections:

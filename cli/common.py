@@ -24,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 import psycopg
 import typer
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
+from pydantic_settings import BaseSettings, SettingsError
 from rich.console import Console
 from rich.table import Table
 
@@ -75,8 +75,9 @@ def friendly(func: F, *, options: dict[str, str] | None = None) -> F:
         try:
             return func(*args, **kwargs)
         except ValidationError as exc:
-            settings_cls = {"ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}.get(
-                exc.title, DatabaseSettings)
+            settings_classes: dict[str, type[BaseSettings]] = {
+                "ApiSettings": ApiSettings, "CollectorSettings": CollectorSettings}
+            settings_cls = settings_classes.get(exc.title, DatabaseSettings)
             console.print(f"measuredb: {describe_validation_error(exc, settings_cls)}", markup=False)
         except SettingsError as exc:  # a value pydantic-settings could not even read
             console.print(f"measuredb: bad setting: {exc}", markup=False)

@@ -31,6 +31,7 @@ from core.exporter import ExportError, export, plan, systems_of
 from core.importer import check_time_zone, csv_rows, parquet_rows
 from core.transfer import (
     BatchFailed,
+    BatchResult,
     Rows,
     Source,
     folder_files,
@@ -174,7 +175,7 @@ def import_command(
                 order = [s.where for s in sources]
 
                 def progress(where: str, phase: str, n: int) -> None:
-                    if bar is None:
+                    if bar is None or task is None:  # (both or neither)
                         return
                     if phase == "rows":  # the files before this one are read
                         before = sum(plan.sizes.get(w, 0) for w in order[:order.index(where)])
@@ -189,37 +190,46 @@ def import_command(
                                           max_problems=max_problems, progress=progress)
                 except ServiceError as exc:
                     raise UserError(f"{config_path}: {exc}") from None
-                if bar is not None:
+                if bar is not None and task is not None:
                     bar.update(task, total=1, completed=1, detail=f"{result.stored:,} stored, "
                                                                  f"{result.condensed:,} hours condensed")
         except BatchFailed as exc:
-            for failure in exc.failures:
-                for p in failure.problems:
-                    console.print(str(p), markup=False, highlight=False)
-                if len(sources) > 1:  # one file's summary is the error itself
-                    console.print(failure.summary(), markup=False, highlight=False)
-            raise UserError(exc.summary() if len(sources) > 1 else exc.failures[0].summary()) from None
-        if result.configuration is not None:
-            for s in result.configuration["systems"]:
-                out.print(f"{config_path}: {s['name']} {'created' if s['created'] else 'exists'}; "
-                          f"{s['calendars']} calendar versions, {s['holidays']} holidays, {s['thresholds']} "
-                          f"thresholds, {s['components']} component rows of its own", markup=False, highlight=False)
-            for note in result.configuration["notes"]:
-                out.print(f"  {note}", markup=False, highlight=False)
-        for one in result.files:
-            out.print(one.describe(), markup=False, highlight=False)
-            if one.missing_counters and one.rows:
-                shown = ", ".join(one.missing_counters[:6]) + (" …" if len(one.missing_counters) > 6 else "")
-                out.print(f"  {len(one.missing_counters)} counters had no column and were stored as 0: {shown}",
-                          markup=False, highlight=False)
-            if one.ignored_columns:
-                out.print(f"  ignored (not stored by measuredb): {', '.join(one.ignored_columns)}",
-                          markup=False, highlight=False)
-        if result.stored:
-            out.print(f"{result.hours:,} hour{'s' if result.hours != 1 else ''} written, "
-                      f"{result.condensed:,} condensed into every tier", markup=False, highlight=False)
+            raise _failed(exc, len(sources)) from None
+        _print_imported(result, config_path)
 
     friendly(go)()
+
+
+def _failed(exc: BatchFailed, n_sources: int) -> UserError:
+    """Print every bad row (and each file's summary when there are several); the error to raise."""
+    for failure in exc.failures:
+        for p in failure.problems:
+            console.print(str(p), markup=False, highlight=False)
+        if n_sources > 1:  # one file's summary is the error itself
+            console.print(failure.summary(), markup=False, highlight=False)
+    return UserError(exc.summary() if n_sources > 1 else exc.failures[0].summary())
+
+
+def _print_imported(result: BatchResult, config_path: Path | None) -> None:
+    if result.configuration is not None:
+        for s in result.configuration["systems"]:
+            out.print(f"{config_path}: {s['name']} {'created' if s['created'] else 'exists'}; "
+                      f"{s['calendars']} calendar versions, {s['holidays']} holidays, {s['thresholds']} "
+                      f"thresholds, {s['components']} component rows of its own", markup=False, highlight=False)
+        for note in result.configuration["notes"]:
+            out.print(f"  {note}", markup=False, highlight=False)
+    for one in result.files:
+        out.print(one.describe(), markup=False, highlight=False)
+        if one.missing_counters and one.rows:
+            shown = ", ".join(one.missing_counters[:6]) + (" …" if len(one.missing_counters) > 6 else "")
+            out.print(f"  {len(one.missing_counters)} counters had no column and were stored as 0: {shown}",
+                      markup=False, highlight=False)
+        if one.ignored_columns:
+            out.print(f"  ignored (not stored by measuredb): {', '.join(one.ignored_columns)}",
+                      markup=False, highlight=False)
+    if result.stored:
+        out.print(f"{result.hours:,} hour{'s' if result.hours != 1 else ''} written, "
+                  f"{result.condensed:,} condensed into every tier", markup=False, highlight=False)
 
 
 def _when(text: str | None, option: str, zone: str) -> datetime | None:

@@ -302,7 +302,7 @@ def _reader(tty: bool):
             try:
                 return input(prompt)
             except UnicodeDecodeError as exc:
-                raw = exc.object if isinstance(exc.object, bytes) else b""
+                raw = exc.object  # (bytes: Python makes it so)
                 raise not_text(raw, exc.start) if raw else MeascomError(
                     "not UTF-8 text", count, 1, file="stdin", syntax=True) from None
         raw = buffer.readline()

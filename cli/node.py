@@ -78,8 +78,8 @@ def sweep_command(
             with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                           TimeElapsedColumn(), console=err, transient=True) as bar:
                 task = bar.add_task(f"{name}: simulating {warm_minutes + minutes:g} minutes per load", total=len(loads))
-                for tps in loads:
-                    pts.append(measure_response(name, wl, tps=tps, seed=seed, warm_s=warm_minutes * 60,
+                for load in loads:
+                    pts.append(measure_response(name, wl, tps=load, seed=seed, warm_s=warm_minutes * 60,
                                                 run_s=minutes * 60))
                     bar.advance(task)
         except NodeFileError as exc:

@@ -120,12 +120,12 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
     try:
         c = Collector(settings, url)
         window = _backfill_window(start, end, days, c.topology.time_zone, settings)
-        c.register(epoch_us=window[0] if window else None)
-        if window and c.state.epoch_us != window[0]:
+        state = c.register(epoch_us=window[0] if window else None)
+        if window and state.epoch_us != window[0]:
             raise UserError(
                 f"the database already holds {c.topology.system_name} simulated from "
-                f"{to_ts(c.state.epoch_us).isoformat()}; a backfill continues that history: use "
-                f"--start {to_ts(c.state.epoch_us).isoformat()} (or no --start), or another database")
+                f"{to_ts(state.epoch_us).isoformat()}; a backfill continues that history: use "
+                f"--start {to_ts(state.epoch_us).isoformat()} (or no --start), or another database")
         c.build()
         started = time.monotonic()
         t = now_us()
@@ -139,7 +139,7 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
         c.checkpoint()
         c.condense_months()
         c.upkeep()
-        simulated = (c.node.now_us - c.state.epoch_us) / SECOND
+        simulated = (c.node.now_us - state.epoch_us) / SECOND
         stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
         out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "
                   f"{time.monotonic() - started:.0f} s; copies stored up to {stored}")
@@ -156,9 +156,12 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
 def _backfill_window(start: str | None, end: str | None, days: int, time_zone: str,
                      settings: CollectorSettings) -> tuple[int, int] | None:
     """(first, end) in µs of a fixed backfill window, or None (the window ends now)."""
-    if start is None and end is None:
+    if start is not None:
+        option, text = "--start", start
+    elif end is not None:
+        option, text = "--end", end
+    else:
         return None
-    option, text = ("--start", start) if start is not None else ("--end", end)
     try:
         at = datetime.fromisoformat(text.strip())
     except ValueError:

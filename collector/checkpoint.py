@@ -64,7 +64,8 @@ def save(path: Path, epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipel
         return False
     tmp = path.with_suffix(".tmp")
     callbacks = measmon.sink, measmon.on_state
-    measmon.sink = measmon.on_state = None  # they hold the writer's connection
+    # they hold the writer's connection: detached while pickling, put back below
+    measmon.sink = measmon.on_state = None  # type: ignore[assignment]  # None only while pickling
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             pickle.dump({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 import psycopg
 from pydantic import ValidationError
@@ -51,6 +51,17 @@ class ControlServer:
         self.c = collector
         self._down_since: float | None = None
         self._next_try = 0.0
+
+    @property
+    def _measmon(self) -> Measmon:
+        """MEASMON, once the collector has started (requests are served only then)."""
+        assert self.c.measmon is not None, "the collector has started"
+        return self.c.measmon
+
+    @property
+    def _pipeline(self) -> Pipeline:
+        assert self.c.pipeline is not None, "the collector has started"
+        return self.c.pipeline
 
     def round(self) -> bool:
         """Pick up measurement changes and answer pending requests. A database outage is
@@ -119,10 +130,10 @@ class ControlServer:
         """A measurement that ended before this epoch (a host node's restart): known to MEASMON
         as stopped (so it is not looked at again), and marked stopped in the database if it
         was still scheduled or running."""
-        self.c.measmon.measurements[mid] = Measurement(mid, name, Contab.model_validate(contab),
+        self._measmon.measurements[mid] = Measurement(mid, name, Contab.model_validate(contab),
                                                        start_us=stop_us, stop_us=stop_us, state="stopped")
         if state in ("scheduled", "running"):
-            self.c.pipeline.control("stopped", mid, stop_us, None)
+            self._pipeline.control("stopped", mid, stop_us, None)
 
     # ------------------------------------------------------------------ requests
 
@@ -170,12 +181,12 @@ class ControlServer:
         raise InvalidValue(f"no answer to a {type(request).__name__} request")
 
     def _status(self, request: control.Status) -> control.StatusAnswer:
-        mon, mid = self.c.measmon, request.measurement_id
+        mon, mid = self._measmon, request.measurement_id
         if mid not in mon.measurements:
             raise NotFound(f"measurement {mid} is not known to the collector (not started yet?)")
-        return control.StatusAnswer(status=mon.status(mid),
-                                    cpus={str(k): v for k, v in mon.cpu_status().items()},
-                                    at=to_ts(self.c.node.now_us))
+        return control.StatusAnswer.model_validate({
+            "status": mon.status(mid), "cpus": {str(k): v for k, v in mon.cpu_status().items()},
+            "at": to_ts(self.c.node.now_us)})
 
     def _read_active(self, request: control.ReadActive) -> control.ActiveRead:
         """Live counter records matching a descriptor: cumulative values at the node's now,
@@ -190,15 +201,15 @@ class ControlServer:
         slots = [s for s in table.measured_slots().tolist() if descriptor.matches(entity_ids(table, s))]
         mid = request.measurement_id
         if mid is not None:
-            m = c.measmon.measurements.get(mid)
+            m = self._measmon.measurements.get(mid)
             if m is None or m.state != "running":
                 raise NotFound(f"measurement {mid} is not running")
-            space = c.measmon.spaces[entity]
+            space = self._measmon.spaces[entity]
             slots = [s for s in slots if space.sharemask[table.xptr[s]] & m.flag]
-        copy = c.measmon.read_active(entity, slots)
+        copy = self._measmon.read_active(entity, slots)
         baselines = None
         if mid is not None and slots:
-            baselines = c.pipeline.builder.baselines(mid, entity, copy.recs.tolist(), copy.alloc_us.tolist())
+            baselines = self._pipeline.builder.baselines(mid, entity, copy.recs.tolist(), copy.alloc_us.tolist())
         names = [counter.measure_name for counter in table.entity.counters]
         records = []
         for i, slot in enumerate(slots):
@@ -211,6 +222,11 @@ class ControlServer:
                 baseline_at=to_ts(base[1]) if base is not None else None,
                 baseline=dict(zip(names, base[0], strict=True)) if base is not None else None))
         return control.ActiveRead(entity=entity, at=to_ts(c.node.now_us), records=records)
+
+    @overload
+    def _userdef_slot(self, ids: control.UserCounterIds, *, create: Literal[True]) -> int: ...
+    @overload
+    def _userdef_slot(self, ids: control.UserCounterIds, *, create: Literal[False]) -> int | None: ...
 
     def _userdef_slot(self, ids: control.UserCounterIds, *, create: bool) -> int | None:
         """The USERDEF slot of one user counter element (cpu, pin, name, index, and optionally
@@ -237,14 +253,14 @@ class ControlServer:
             raise InvalidValue("an element index is 0-255 (at most 256 elements per process)")
         fields = {"process_name": "", "program_file_name": "", **want}
         slot = table.add(cpu=ids.cpu, at_us=node.now_us, transient=True, **fields)
-        self.c.measmon.entity_started("userdef", slot, node.now_us)
+        self._measmon.entity_started("userdef", slot, node.now_us)
         return slot
 
     def _bump_init(self, request: control.BumpInit) -> control.BumpInitAnswer:
         """MEASCOUNTERBUMPINIT: the element's offset (its USERDEF slot) or -1 when no active
         measurement has the counter (ERR^UDCNOTPRESENT)."""
         slot = self._userdef_slot(request.ids, create=True)
-        offset = self.c.measmon.counter_bump_init(slot)
+        offset = self._measmon.counter_bump_init(slot)
         return control.BumpInitAnswer(offset=slot if offset >= 0 else -1)
 
     def _bump(self, request: control.Bump) -> control.BumpAnswer:
@@ -255,5 +271,5 @@ class ControlServer:
             return control.BumpAnswer(bumped=False, at=to_ts(now))
         if request.offset is not None and request.offset != slot:
             raise Conflict(f"offset {request.offset} is not this counter's (call bump-init again)")
-        done = self.c.measmon.counter_bump(slot, request.op, float(request.value), now)
+        done = self._measmon.counter_bump(slot, request.op, float(request.value), now)
         return control.BumpAnswer(bumped=done, at=to_ts(now))

@@ -32,8 +32,10 @@ class NodeKind(Protocol):
     # A node rebuilt by replay can resume from a checkpoint file; one that measures the
     # present keeps none.
     checkpoints: bool
-    # Measurements running before a restart that keep their start time (no new start copy)
-    resumed: Collection[int]
+
+    @property
+    def resumed(self) -> Collection[int]:
+        """Measurements running before a restart that keep their start time (no new start copy)."""
 
     def registering(self, conn: psycopg.Connection, system_id: int, epoch_us: int | None) -> None:
         """The node's own part of registering its system (and refusing what it cannot do)."""

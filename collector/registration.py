@@ -13,6 +13,7 @@ import psycopg
 from collector.measure.contab import Contab, ContabBuilder
 from collector.node.extras import user_counter_specs
 from core.catalog import load_catalog
+from core.database import one_row
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def register_system(conn: psycopg.Connection, topology: Any) -> int:
     (`measuredb system set` may have changed its time zone or CPU type: the node file's are
     only the first values)."""
     t = topology
-    system_id, time_zone = conn.execute(
+    system_id, time_zone = one_row(conn.execute(
         """
         INSERT INTO _measure.system (system_name, system_number, time_zone)
         VALUES (%s, %s, %s)
@@ -43,7 +44,7 @@ def register_system(conn: psycopg.Connection, topology: Any) -> int:
         RETURNING system_id, time_zone
         """,
         (t.system_name, t.system_number, t.time_zone),
-    ).fetchone()
+    ))
     if time_zone != t.time_zone:
         log.info("%s keeps its configured time zone %s (the node says %s)",
                  t.system_name, time_zone, t.time_zone)

@@ -38,6 +38,7 @@ import threading
 import time
 from collections import deque
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -152,6 +153,7 @@ class Collector:
             usage = {"entities": m.usage,
                      "not_allocated": {f"{e}:{err}": n for (e, err), n in m.unallocated.items()},
                      "copies_written": m.copies_written}
+        assert self.pipeline is not None  # MEASMON, which calls this, comes with the pipeline
         self.pipeline.control(event, m.measurement_id, at_us, usage)
 
     # ------------------------------------------------------------------ control plane (collector/control.py)
@@ -295,6 +297,7 @@ class Collector:
             detail["backfill_done"] = round(self.backfill_done, 4)
             if self.backfill_left_s is not None:
                 detail["backfill_left_s"] = round(self.backfill_left_s)
+        assert self.state is not None, "registered first"
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:
                 conn.execute(
@@ -314,7 +317,7 @@ class Collector:
 
     # ------------------------------------------------------------------ checkpoints (collector/checkpoint.py)
 
-    def _checkpoint_path(self):
+    def _checkpoint_path(self) -> Path:
         return checkpoint.checkpoint_path(self.settings.data_dir, self.collector_id, self.settings.seed)
 
     def checkpoint(self) -> bool:
@@ -322,6 +325,7 @@ class Collector:
         host node: it never resumes, a restart starts a fresh epoch)."""
         if not self.node_kind.checkpoints or self.writer.durable_until_us != self.node.now_us:
             return False
+        assert self.state and self.measmon and self.pipeline, "built first"
         return checkpoint.save(self._checkpoint_path(), self.state.epoch_us, self.node, self.measmon,
                                self.pipeline)
 
@@ -329,6 +333,7 @@ class Collector:
 
     def condense_months(self) -> int:
         """The month-level rows the slices written so far left; the hours done."""
+        assert self.state is not None, "registered first"
         return upkeep.condense_months(self.url, self.state.system_id)
 
     def upkeep(self) -> dict[str, Any] | None:
@@ -459,6 +464,7 @@ def run_collector(settings: CollectorSettings, url: str) -> None:
         collector.start_upkeep()
         collector.live()
     except KeyboardInterrupt:
+        assert collector.pipeline is not None  # built above
         try:  # store what was measured since the last slice (e.g. start copies)
             collector.writer.flush(collector.pipeline.take(collector.node.now_us), wait=False)
         except SpoolFull:

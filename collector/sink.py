@@ -236,7 +236,7 @@ def build_runs(batches: list[tuple[IntervalBatch, np.ndarray]], *, system_id: in
                 _fill_array(rows, "base", (k,), base_rows[base_of[sel]])
             else:
                 rows["base_len"] = -1
-            if t:
+            if t and tail is not None:  # (t > 0: there is a tail)
                 _fill_array(rows, "tail", (t,), tail[ends])
             else:
                 rows["tail_len"] = -1
@@ -616,7 +616,7 @@ class Writer:
                 # one statement for all of them (INSERT … SELECT, not a subquery in VALUES:
                 # Citus refuses those): on Citus a statement is one write of the reference
                 # table on every node, and a ref16 first slice has 14,948 entities
-                eid, code, key, ids, cpu, at = zip(*sl.entities, strict=True)
+                eid, code, key, ids, cpu, seen_at = zip(*sl.entities, strict=True)
                 cur.execute(
                     "INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)"
                     " SELECT e.entity_id, s.system_id, e.type_code, e.key, e.ids::jsonb, e.cpu,"
@@ -626,7 +626,7 @@ class Writer:
                     "  CROSS JOIN _measure.collector_state s WHERE s.collector_id = %s"
                     "  ORDER BY e.entity_id ON CONFLICT DO NOTHING",
                     (list(eid), list(code), list(key), list(ids), [c if c >= 0 else None for c in cpu],
-                     list(at), self.collector_id),
+                     list(seen_at), self.collector_id),
                 )
             if sl.runs:
                 cur.execute("SELECT _measure.run_partitions_for(_measure.us_to_timestamptz(%s),"

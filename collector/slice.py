@@ -19,7 +19,7 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 MAGIC = b"MDBSLICE"
 VERSION = 1
@@ -97,7 +97,7 @@ def _slice(h: Any, body: bytes, start: int) -> Slice:
         if h.get(k) is not None and not _is_int(h[k]):
             raise SpoolFileError(f"its header's {k} is not an integer")
     lengths = h.get("runs"), h.get("extras")
-    if not all(isinstance(x, list) and all(_is_int(n) and n >= 0 for n in x) for x in lengths):
+    if not (_sizes(lengths[0]) and _sizes(lengths[1])):
         raise SpoolFileError("its header's run and extra lengths are not lists of sizes")
     if start + sum(lengths[0]) + sum(lengths[1]) != len(body):
         raise SpoolFileError("its runs and extras do not add up to the bytes the file holds")
@@ -119,11 +119,15 @@ def _slice(h: Any, body: bytes, start: int) -> Slice:
             and (c[3] is None or isinstance(c[3], dict)) for c in control)):
         raise SpoolFileError("its header's measurement events are not (event, id, time, usage) rows")
     n_runs = len(lengths[0])
-    return Slice(until_us=h["until_us"], entities=[tuple(e) for e in entities],  # type: ignore[misc]  # 6 checked
+    return Slice(until_us=h["until_us"], entities=[tuple(e) for e in entities],  # 6 checked
                  runs=blobs[:n_runs], extras=blobs[n_runs:], n_runs=h["n_runs"], n_intervals=h["n_intervals"],
                  n_extras=h["n_extras"], from_min_us=h.get("from_min_us"), from_max_us=h.get("from_max_us"),
-                 pack_hours=list(pack), control=[tuple(c) for c in control])  # type: ignore[misc]  # 4 checked
+                 pack_hours=list(pack), control=[tuple(c) for c in control])  # 4 checked
 
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _sizes(x: Any) -> TypeGuard[list[int]]:
+    return isinstance(x, list) and all(_is_int(n) and n >= 0 for n in x)

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from core import scheduler
+from core.database import scalar
 from core.retention import describe
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,8 @@ def condense_months(url: str, system_id: int) -> int:
     database cannot be reached: the upkeep does them later)."""
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
-            return conn.execute("SELECT _measure.condense_pending_months(%s::smallint)",
-                                (system_id,)).fetchone()[0]
+            return scalar(conn.execute("SELECT _measure.condense_pending_months(%s::smallint)",
+                                       (system_id,)))
     except psycopg.OperationalError:
         return 0
 
@@ -36,9 +37,9 @@ def upkeep(url: str, compress_after_hours: float) -> dict[str, Any] | None:
     reached."""
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
-            done = conn.execute(
+            done = scalar(conn.execute(
                 "SELECT _measure.upkeep(now(), %s * INTERVAL '1 hour')",
-                (compress_after_hours,)).fetchone()[0]
+                (compress_after_hours,)))
     except psycopg.OperationalError as exc:
         log.warning("upkeep skipped, database unreachable: %s", exc)
         return None

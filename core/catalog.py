@@ -236,7 +236,8 @@ class Catalog:
     @functools.cached_property
     def tiered(self) -> tuple[EntityDef, ...]:
         """The entity types with tiers, in tier_order."""
-        return tuple(sorted((e for e in self.entities.values() if e.tiered), key=lambda e: e.tier_order))
+        return tuple(sorted((e for e in self.entities.values() if e.tiered),
+                            key=lambda e: e.tier_order or 0))  # (a tiered one has its tier_order)
 
     @functools.cached_property
     def tiered_names(self) -> tuple[str, ...]:
@@ -278,7 +279,7 @@ def _err(path: Path, line: int, fld: str, msg: str) -> CatalogError:
     return CatalogError(f"{path}, line {line}, field '{fld}': {msg}")
 
 
-def _load(directory: Path) -> Catalog:
+def _load(directory: Path) -> Catalog:  # noqa: C901 - the catalogue's checks in file order, each its own error
     ent_path = directory / "entities.csv"
     ctr_path = directory / "counters.csv"
 
@@ -442,4 +443,4 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     return _load_cached(directory)
 
 
-load_catalog.cache_clear = _load_cached.cache_clear  # type: ignore[attr-defined]
+load_catalog.cache_clear = _load_cached.cache_clear  # type: ignore[attr-defined]  # tests reload: a function takes the attribute

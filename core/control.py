@@ -45,6 +45,7 @@ from pydantic import (
     model_serializer,
 )
 
+from core.database import scalar
 from core.errors import ErrorKind
 
 __all__ = [
@@ -198,7 +199,7 @@ class BumpAnswer(_Message):
 Answer = ActiveRead | StatusAnswer | BumpInitAnswer | BumpAnswer
 
 # Each kind's payload and answer
-REQUESTS: dict[RequestKind, tuple[type[_Message], type[_Message]]] = {
+REQUESTS: dict[RequestKind, tuple[type[Request], type[Answer]]] = {
     RequestKind.READ_ACTIVE: (ReadActive, ActiveRead),
     RequestKind.STATUS: (Status, StatusAnswer),
     RequestKind.BUMP_INIT: (BumpInit, BumpInitAnswer),
@@ -240,9 +241,8 @@ def describe_invalid(exc: ValidationError) -> str:
 def submit(conn: psycopg.Connection, system_id: int, request: Request) -> int:
     """Hand a request to the collector of a system (measure.submit_request); its id. The
     collector sees it once the caller commits."""
-    return conn.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
-                        (system_id, request.kind.value, Jsonb(request.model_dump(mode="json")))
-                        ).fetchone()[0]
+    return scalar(conn.execute("SELECT measure.submit_request(%s::smallint, %s, %s)",
+                               (system_id, request.kind.value, Jsonb(request.model_dump(mode="json")))))
 
 
 def outcome(conn: psycopg.Connection, request_id: int,

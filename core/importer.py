@@ -51,9 +51,9 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -71,6 +71,7 @@ from core.catalog import (
     EntityDef,
     load_catalog,
 )
+from core.database import scalar
 from core.entities import ID_FIELD_RANGES, USER_COUNTER_TYPES, entity_id, entity_key
 
 __all__ = ["DEFAULT_MEASUREMENT", "ImportFailed", "ImportResult", "Problem", "csv_rows",
@@ -107,7 +108,7 @@ IGNORED = frozenset({"LOADID", "PREFIX-ID", "INTERVAL-ID", "OS-VERSION", "TEMPLA
 USER_TYPE_CODES = {"1": "ACCUM", "2": "BUSY", "3": "QUEUE", "4": "FACCUM", "5": "QBUSY"}
 _SYSTEM_RE = re.compile(r"\\[A-Z][A-Z0-9]{0,6}")
 _MEASUREMENT_RE = re.compile(r"[A-Z][A-Z0-9]{0,7}")
-_UTC = timezone.utc
+_UTC = UTC
 _EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 _US = timedelta(microseconds=1)
@@ -429,14 +430,14 @@ class Systems:
         if not _SYSTEM_RE.fullmatch(name):
             raise ValueError(f"{name!r} is not a system name: a backslash, a letter and up to 6 "
                              "letters or digits (\\DEMO)")
-        number = self.conn.execute(
+        number = scalar(self.conn.execute(
             "SELECT min(n) FROM generate_series(0, 254) n"
-            " WHERE n NOT IN (SELECT system_number FROM _measure.system)").fetchone()[0]
+            " WHERE n NOT IN (SELECT system_number FROM _measure.system)"))
         if number is None:
             raise ValueError("no free system number (0-254) for a new system")
-        sid = self.conn.execute("INSERT INTO _measure.system (system_name, system_number, time_zone)"
-                                " VALUES (%s, %s, %s) RETURNING system_id",
-                                (name, number, self.create_time_zone)).fetchone()[0]
+        sid = scalar(self.conn.execute("INSERT INTO _measure.system (system_name, system_number, time_zone)"
+                                       " VALUES (%s, %s, %s) RETURNING system_id",
+                                       (name, number, self.create_time_zone)))
         self.created.append(name)
         return sid, self.create_time_zone
 
@@ -457,8 +458,9 @@ class _Counting(io.RawIOBase):
     the bytes read."""
 
     def __init__(self, source: BinaryIO | Iterable[bytes]) -> None:
-        self.source = source
-        self.chunks: Iterator[bytes] | None = None if hasattr(source, "read") else iter(source)
+        # a stream (it has read), or chunks
+        self.stream: BinaryIO | None = cast(BinaryIO, source) if hasattr(source, "read") else None
+        self.chunks: Iterator[bytes] | None = None if self.stream is not None else iter(source)
         self.pending = b""
         self.bytes = 0
 
@@ -466,11 +468,11 @@ class _Counting(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
-        if self.chunks is None:
-            data = self.source.read(len(b))  # type: ignore[union-attr]
+        if self.stream is not None:
+            data = self.stream.read(len(b))
         else:
             data = self.pending
-            while not data:
+            while not data and self.chunks is not None:  # (chunks when there is no stream)
                 try:
                     data = next(self.chunks)
                 except StopIteration:
@@ -647,7 +649,7 @@ class _Rows:
     def problems(self) -> list[Problem]:
         return [p for line in sorted(self.by_line) for p in self.by_line[line]]
 
-    def add(self, line: int, row: list[Any], cap: int) -> None:
+    def add(self, line: int, row: list[Any], cap: int) -> None:  # noqa: C901 - a row's checks, every bad field told
         lay = self.lay
         if len(row) != lay.width:
             self.bad(line, "row", f"has {len(row)} fields; the header has {lay.width}", cap)
@@ -785,8 +787,8 @@ class _Rows:
             vals = np.array(raw, dtype=np.str_ if isinstance(raw[0][0], str) else object)
             out[:, self.lay.counter_pos] = vals.astype(np.int64)
         except (ValueError, OverflowError, TypeError):
-            for i, vals in enumerate(raw):
-                for pos, v in zip(self.lay.counter_pos, vals, strict=True):
+            for i, raw_row in enumerate(raw):
+                for pos, v in zip(self.lay.counter_pos, raw_row, strict=True):
                     name = self.ent.counters[pos].measure_name
                     try:
                         n = _integer(v, name)
@@ -926,7 +928,7 @@ def import_rows(conn: psycopg.Connection, rows: Iterator[tuple[int, list[Any]]],
         progress("rows", n)
     check_only = parser.bad_total > 0
     try:
-        summary = conn.execute("SELECT measure.import_store(%s, %s)", (max_problems, check_only)).fetchone()[0]
+        summary = scalar(conn.execute("SELECT measure.import_store(%s, %s)", (max_problems, check_only)))
     except psycopg.errors.NumericValueOutOfRange:
         raise _overflow(where) from None
     except psycopg.errors.InvalidParameterValue as exc:
@@ -960,8 +962,8 @@ def condense_imported(conn: psycopg.Connection, system_ids: Iterable[int], *, wh
     try:
         for sid in sorted(set(system_ids)):
             while True:
-                done = conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
-                                    (sid, CONDENSE_HOURS)).fetchone()[0]
+                done = scalar(conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",
+                                           (sid, CONDENSE_HOURS)))
                 if not done:
                     break
                 condensed += done

@@ -212,7 +212,8 @@ def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str 
 
 def _plain(v: Any) -> Any:
     if isinstance(v, Decimal):
-        return float(v) if v != v.to_integral_value() or v.as_tuple().exponent < 0 else int(v)
+        exponent = v.as_tuple().exponent  # 'n', 'N' or 'F' for NaN and ±Infinity: a float
+        return float(v) if isinstance(exponent, str) or v != v.to_integral_value() or exponent < 0 else int(v)
     if isinstance(v, (date, datetime)):
         return v.isoformat()
     return v
@@ -305,13 +306,13 @@ def _render_table4(rows: list[dict[str, Any]], params: dict[str, Any], empty: st
     lines = _title_block(rep, params, sum(widths) + 6) + [""]
     for level in (0, 1):
         lines.append("  ".join(h[level].ljust(w) if i == 0 else h[level].rjust(w)
-                               for i, (h, w) in enumerate(zip(heads, widths))).rstrip())
+                               for i, (h, w) in enumerate(zip(heads, widths, strict=True))).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     if not rows:
         lines.append(empty or rep.empty)
     for b in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(b, widths))).rstrip())
+                               for i, (v, w) in enumerate(zip(b, widths, strict=True))).rstrip())
     lines.append("")
     for label, value, _, note in tail:
         lines.append(f"{label.ljust(widths[0])}  {value.rjust(widths[1])}  {note}".rstrip())
@@ -335,7 +336,7 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
     lines.append("")
     for level in range(depth):
         parts = []
-        for h, w, c in zip(heads, widths, rep.columns):
+        for h, w, c in zip(heads, widths, rep.columns, strict=True):
             pad = [""] * (depth - len(h)) + h  # headings sit on the bottom line, as in ENFORM
             parts.append(pad[level].ljust(w) if c.fmt == "s" else pad[level].rjust(w))
         lines.append("  ".join(parts).rstrip())
@@ -344,12 +345,12 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
         lines.append(empty or rep.empty)
     for row in cells:
         lines.append("  ".join(v.ljust(w) if c.fmt == "s" else v.rjust(w)
-                               for v, w, c in zip(row, widths, rep.columns)).rstrip())
+                               for v, w, c in zip(row, widths, rep.columns, strict=True)).rstrip())
     if name == "process-disc-file-activity" and rows:
         sums = {k: sum(r[k] or 0 for r in rows) for k in ("reads", "writes", "deletes_or_writereads", "info_calls")}
         lines.append("  ".join(("TOTAL" if c.key == "file_name" else fmt(sums.get(c.key), c.fmt)).rjust(w)
                                if c.fmt != "s" else "TOTAL".ljust(w)
-                               for c, w in zip(rep.columns, widths)).rstrip())
+                               for c, w in zip(rep.columns, widths, strict=True)).rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -376,9 +377,7 @@ def _date(text: str | None, option: str) -> date | None:
         raise ReportError(f"{option} {text!r} is not a date; write YYYY-MM-DD") from None
 
 
-def _instant(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
+def _instant(text: str, option: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
@@ -412,8 +411,8 @@ def build_params(name: str, *, system: str | None, day: str | None, date_from: s
         lo_text, hi_text = date_from or day, date_to or day
         if lo_text is None or hi_text is None:
             raise ReportError(f"report {name} needs {lab['from']} and {lab['to']} (or {lab['date']})")
-        lo, hi = _instant(lo_text, lab["from"]), _instant(hi_text, lab["to"])
+        lo_at, hi_at = _instant(lo_text, lab["from"]), _instant(hi_text, lab["to"])
         if len(hi_text) <= 10:
-            hi = hi + timedelta(days=1)
-        given["from_at"], given["to_at"] = lo, hi
+            hi_at = hi_at + timedelta(days=1)
+        given["from_at"], given["to_at"] = lo_at, hi_at
     return bind(name, **given)

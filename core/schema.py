@@ -31,9 +31,11 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import psycopg
+
+from core.database import one_row, scalar
 
 if TYPE_CHECKING:
     from core.catalog import Catalog
@@ -58,10 +60,13 @@ class SchemaTooNew(SchemaError):
     pass
 
 
+Version = TypeVar("Version", int, None)
+
+
 @dataclass(frozen=True)
-class SqlFile:
+class SqlFile(Generic[Version]):
     path: Path
-    version: int | None  # None for idempotent files
+    version: Version  # None for idempotent files
     variant: str | None  # None, 'timescale', 'plain' or 'citus'
 
     @property
@@ -81,12 +86,12 @@ class SqlFile:
 
 @dataclass
 class SchemaPlan:
-    versioned: list[SqlFile] = field(default_factory=list)
-    idempotent: list[SqlFile] = field(default_factory=list)
+    versioned: list[SqlFile[int]] = field(default_factory=list)
+    idempotent: list[SqlFile[None]] = field(default_factory=list)
 
     @property
     def code_version(self) -> int:
-        return max((f.version or 0 for f in self.versioned), default=0)
+        return max((f.version for f in self.versioned), default=0)
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,7 @@ def _decide_timescale(conn: psycopg.Connection, mode: Mode) -> bool:
         return True
     # CREATE EXTENSION of a library the server did not preload ends the session (FATAL)
     preloaded = "timescaledb" in [
-        s.strip() for s in conn.execute("SHOW shared_preload_libraries").fetchone()[0].split(",")]
+        s.strip() for s in scalar(conn.execute("SHOW shared_preload_libraries")).split(",")]
     if available and not preloaded:
         if mode == "on":
             raise SchemaError(
@@ -210,7 +215,7 @@ def _decide_timescale(conn: psycopg.Connection, mode: Mode) -> bool:
 
 
 def _preloads(conn: psycopg.Connection, library: str) -> bool:
-    return library in [s.strip() for s in conn.execute("SHOW shared_preload_libraries").fetchone()[0].split(",")]
+    return library in [s.strip() for s in scalar(conn.execute("SHOW shared_preload_libraries")).split(",")]
 
 
 def _decide_citus(conn: psycopg.Connection, engine: EngineMode, timescale_mode: Mode) -> bool:
@@ -243,7 +248,7 @@ def _decide_citus(conn: psycopg.Connection, engine: EngineMode, timescale_mode: 
     if conn.execute("SELECT 1 FROM _measure.install_info WHERE timescaledb").fetchone():
         raise SchemaError("this database was built with TimescaleDB; it cannot become a Citus "
                           "database: use a new database")
-    workers = conn.execute("SELECT count(*) FROM citus_get_active_worker_nodes()").fetchone()[0]
+    workers = scalar(conn.execute("SELECT count(*) FROM citus_get_active_worker_nodes()"))
     if workers == 0:
         raise SchemaError("this database has Citus but no worker nodes: add them on the coordinator "
                           "(SELECT citus_add_node('host', port)) first, then apply the schema; "
@@ -256,7 +261,7 @@ def database_version(conn: psycopg.Connection) -> int | None:
     row = conn.execute("SELECT to_regclass('_measure.schema_version') IS NOT NULL").fetchone()
     if not row or not row[0]:
         return None
-    return conn.execute("SELECT max(version) FROM _measure.schema_version").fetchone()[0]
+    return scalar(conn.execute("SELECT max(version) FROM _measure.schema_version"))
 
 
 def load_catalog_rows(conn: psycopg.Connection, schema_dir: Path) -> None:
@@ -312,7 +317,7 @@ def load_catalog_rows(conn: psycopg.Connection, schema_dir: Path) -> None:
              "counter": [c.name for e in catalog.entities.values() for c in e.counters],
              "position": [c.position + 1 for e in catalog.entities.values() for c in e.counters]},
         )
-        if cur.execute("SELECT to_regclass('_measure.tier_entity') IS NOT NULL").fetchone()[0]:
+        if scalar(cur.execute("SELECT to_regclass('_measure.tier_entity') IS NOT NULL")):
             _load_tiers(cur, catalog)
 
 
@@ -398,7 +403,7 @@ def apply(url: str, *, mode: Mode = "auto", schema_dir: Path = SCHEMA_DIR,
             "INSERT INTO _measure.install_info (timescaledb) VALUES (%s) ON CONFLICT DO NOTHING",
             (timescale,),
         )
-        done = dict(conn.execute("SELECT version, checksum FROM _measure.schema_version").fetchall())
+        done: dict[int, str] = dict(conn.execute("SELECT version, checksum FROM _measure.schema_version").fetchall())
         common = {f.version: f for f in plan.versioned if f.variant is None}
         for version, f in common.items():
             if version in done and done[version] != _version_checksum(plan, version, timescale):
@@ -417,20 +422,20 @@ def apply(url: str, *, mode: Mode = "auto", schema_dir: Path = SCHEMA_DIR,
                 (version, common[version].path.name, _version_checksum(plan, version, timescale)),
             )
         load_catalog_rows(conn, schema_dir)  # the idempotent files read the catalogue
-        for f in plan.idempotent:
-            if f.applies(timescale, citus):
-                _execute(conn, f)
+        for idem in plan.idempotent:
+            if idem.applies(timescale, citus):
+                _execute(conn, idem)
         version = plan.code_version
         layout = {"distributed": 0, "reference": 0, "workers": 0}
         if citus:
-            layout = dict(zip(layout, conn.execute(
+            layout = dict(zip(layout, one_row(conn.execute(
                 # (pg_dist_partition, not citus_tables: that one measures every shard from
                 # other connections, which wait for the locks this transaction holds)
                 "SELECT count(*) FILTER (WHERE p.partmethod = 'h'),"
                 "       count(*) FILTER (WHERE p.partmethod = 'n' AND p.repmodel = 't'),"
                 "       (SELECT count(*) FROM citus_get_active_worker_nodes())"
                 "  FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid"
-                " WHERE c.relnamespace = '_measure'::regnamespace AND NOT c.relispartition").fetchone(),
+                " WHERE c.relnamespace = '_measure'::regnamespace AND NOT c.relispartition")),
                 strict=True))
     if citus:
         prepare_workers(url)
@@ -451,11 +456,11 @@ def prepare_workers(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT replicate_reference_tables()")
         for role in GROUP_ROLES:
-            failed = conn.execute(
+            failed = scalar(conn.execute(
                 "SELECT string_agg(format('%%s:%%s: %%s', nodename, nodeport, result), '; ')"
                 "  FROM run_command_on_workers(format("
                 "       'SET citus.enable_ddl_propagation TO off; ALTER ROLE %%I LOGIN', %s::text))"
-                " WHERE NOT success", (role,)).fetchone()[0]
+                " WHERE NOT success", (role,)))
             if failed:
                 raise SchemaError(f"the schema was applied, but {role} cannot log in to the workers: {failed}")
 
@@ -469,7 +474,7 @@ def _version_checksum(plan: SchemaPlan, version: int, timescale: bool) -> str:
     return h.hexdigest()
 
 
-def _execute(conn: psycopg.Connection, f: SqlFile) -> None:
+def _execute(conn: psycopg.Connection, f: SqlFile[Any]) -> None:
     try:
         conn.execute(f.text)  # no parameters: the simple protocol runs every statement
     except psycopg.Error as exc:

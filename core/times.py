@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import overload
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
@@ -14,6 +15,14 @@ HOUR = 3600 * SECOND
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+@overload
+def to_us(ts: datetime) -> int: ...
+@overload
+def to_us(ts: None) -> None: ...
+@overload
+def to_us(ts: datetime | None) -> int | None: ...
 
 
 def to_us(ts: datetime | None) -> int | None:

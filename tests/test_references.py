@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("api", "cli", "collector", "core", "schema", "queries", "dashboards", "docs", "tests", "bench", "docker")
-PATH = re.compile(r"(?<![\w/.$-])((?:%s)/[\w./*{}<>-]*[\w*}>])" % "|".join(TOP))
+PATH = re.compile(r"(?<![\w/.$-])((?:" + "|".join(TOP) + r")/[\w./*{}<>-]*[\w*}>])")
 DOCS = {  # how the code cites a document -> the file
     r"measure-reference": "docs/measure-reference.md",
     r"enform-reports": "docs/enform-reports.md",

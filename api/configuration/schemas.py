@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import json_int
+from api.contract import json_range
 from api.patterns import THRESHOLD_SOURCE
 from core.catalog import load_catalog
 from core.configuration import COMPONENTS, MATCH_ON
 
-# an entity type with thresholds: one with tiers (the catalogue's, in its order)
-Entity = Literal[load_catalog().tiered_names]  # type: ignore[valid-type]
+# an entity type with thresholds: one with tiers (the catalogue's, in its order); the type
+# checker, which cannot read the catalogue, sees the str these are
+if TYPE_CHECKING:
+    Entity = str
+else:
+    Entity = Literal[load_catalog().tiered_names]
 Operator = Literal[">", ">=", "<", "<="]
 
 
@@ -237,8 +241,13 @@ class ThresholdRemoved(BaseModel):
 
 # ---------------------------------------------------------------- components
 
-Component = Literal[COMPONENTS]  # type: ignore[valid-type]  # a tuple of literals: core.configuration's one list
-MatchOn = Literal[MATCH_ON]  # type: ignore[valid-type]  # likewise
+# core.configuration's one list of each; a str to the type checker (as Entity above)
+if TYPE_CHECKING:
+    Component = str
+    MatchOn = str
+else:
+    Component = Literal[COMPONENTS]
+    MatchOn = Literal[MATCH_ON]
 
 
 class ComponentRead(BaseModel):
@@ -261,7 +270,7 @@ class ComponentWrite(BaseModel):
     match_on: MatchOn = "program_file_name"
     pattern: str = Field(min_length=1, max_length=128, examples=["$APPL.%"])
     component: Component
-    priority: json_int(0, 32767) = Field(default=100, description="rows are tried lowest first")
+    priority: Annotated[int, *json_range(0, 32767)] = Field(default=100, description="rows are tried lowest first")
 
 
 class ComponentStored(BaseModel):

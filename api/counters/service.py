@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine
@@ -57,7 +58,13 @@ def parse_ids(values: list[str]) -> dict[str, Any]:
 
 def _record(r: measread.Record) -> CounterRecordRead:
     return CounterRecordRead(entity_key=r.key, ids=r.ids, cpu=r.cpu, from_at=r.from_at, to_at=r.to_at,
-                             delta_seconds=r.delta_us / 1e6, intervals=r.intervals, values=r.values)
+                             delta_seconds=r.delta_us / 1e6, intervals=r.intervals,
+                             values={k: _number(v) for k, v in r.values.items()})
+
+
+def _number(v: int | float | Decimal | None) -> int | float | None:
+    """A value for JSON: a Decimal (an exact rate) as the float pydantic would make of it."""
+    return float(v) if isinstance(v, Decimal) else v
 
 
 def _columns(ent: Any, counters: list, rate: bool) -> list[CounterColumnRead]:
@@ -76,12 +83,15 @@ def read_counters(session: Session, measurement_id: int, entity: str, q: Counter
     given = [x is not None for x in (q.if_counter, q.if_op, q.if_value)]
     if any(given) and not all(given):
         raise InvalidInput("IF needs if_counter, if_op and if_value together", field="if_counter")
+    condition = None
+    if q.if_counter is not None and q.if_op is not None and q.if_value is not None:
+        condition = measread.Condition(q.if_counter, q.if_op, q.if_value)
     query = measread.ReadQuery(
         entity=entity, descriptor=parse_ids(q.ids), counters=q.counters, from_at=q.from_at,
         to_at=q.to_at, at=q.at,
         tolerance=timedelta(seconds=q.tolerance_seconds) if q.tolerance_seconds is not None else None,
         all_records=q.all_records, rate=q.rate, by=q.by, descending=q.descending,
-        if_=measread.Condition(q.if_counter, q.if_op, q.if_value) if q.if_counter else None,  # type: ignore[arg-type]
+        if_=condition,
         zero_reports=q.zero_reports, limit=q.limit, cursor=q.cursor)
     try:
         result = measread.read(psycopg_connection(session), measurement_id, query)
@@ -138,7 +148,7 @@ def read_active(session: Session, engine: Engine, entity: str, q: ActiveReadQuer
     if q.rate:
         rated = iter(measread.rate_values(psycopg_connection(session), items))
         for rec in records:
-            rec.values = {c.name: next(rated) for c in shown}
+            rec.values = {c.name: _number(next(rated)) for c in shown}
     return CounterReadPage(measurement_id=q.measurement_id, entity=ent.name, mode="active", rate=q.rate,
                            counters=_columns(ent, shown, q.rate), records=records, next_cursor=None)
 

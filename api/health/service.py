@@ -21,7 +21,8 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
         with engine.connect() as conn:
             row = conn.execute(text("SELECT * FROM measure.schema_info()")).one()
     except SQLAlchemyError as exc:
-        reason = str(exc.orig if getattr(exc, "orig", None) else exc).strip().splitlines()[0]
+        orig = getattr(exc, "orig", None)  # (a DBAPIError's: the driver's own message)
+        reason = str(orig if orig else exc).strip().splitlines()[0]
         return HealthRead(status="down", database=False, schema_version=None,
                           code_schema_version=code_version, timescaledb=None,
                           last_heartbeat_at=None, collector_alive=False, detail=reason)

@@ -29,6 +29,7 @@ from api.patterns import MEASUREMENT
 from core.catalog import load_catalog
 
 router = APIRouter(tags=["import and export"])
+INTERVAL = ExportKind("interval")  # the default kind of an export
 TIERED = load_catalog().tiered_names
 
 CSV_BODY = {"requestBody": {"required": True, "description": (
@@ -99,7 +100,7 @@ async def import_intervals(
 def export_csv(
     request: Request, session: SessionDep, _: ReadToken,
     entity: Annotated[ExportEntity, Query(description=f"entity type (tiers: {', '.join(TIERED)})")],
-    tier: Annotated[ExportKind, Query(description="interval (records) or a tier")] = ExportKind.interval,
+    tier: Annotated[ExportKind, Query(description="interval (records) or a tier")] = INTERVAL,
     system: Annotated[str | None, Query(max_length=16, description="system, e.g. \\DEMO; default: every system")] = None,
     from_at: Annotated[Instant | None, Query(alias="from", description="start (ISO 8601 with a time zone)")] = None,
     to_at: Annotated[Instant | None, Query(alias="to", description="end (exclusive)")] = None,

@@ -11,11 +11,11 @@ from core.catalog import TIERS, load_catalog
 
 _CATALOG = load_catalog()
 # every entity type of the catalogue, in its order (never restated here)
-ExportEntity = StrEnum("ExportEntity", {e.name: e.name for e in _CATALOG})  # type: ignore[misc]  # functional API
+ExportEntity = StrEnum("ExportEntity", {e.name: e.name for e in _CATALOG})  # type: ignore[misc]  # an enum of names from the catalogue (functional API)
 ExportEntity.__doc__ = ("Entity types (schema/catalog/entities.csv); tiers exist for "
                         f"{', '.join(_CATALOG.tiered_names[:-1])} and {_CATALOG.tiered_names[-1]}.")
 # interval records, or a tier of the performance data base
-ExportKind = StrEnum("ExportKind", {k: k for k in ("interval", *TIERS)})  # type: ignore[misc]  # functional API
+ExportKind = StrEnum("ExportKind", {k: k for k in ("interval", *TIERS)})  # type: ignore[misc]  # an enum of names from the catalogue (functional API)
 ExportKind.__doc__ = "interval records, or a tier of the performance data base."
 
 

@@ -20,7 +20,7 @@ from psycopg import sql
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from api.db import psycopg_connection
+from api.db import driver, psycopg_connection
 from api.errors import InvalidInput, NotFound
 from api.io.schemas import ImportRead
 from core.exporter import ExportError, ExportSpec, interval_query, plan, systems_of, tier_query
@@ -70,7 +70,7 @@ def stream_export(engine: Engine, spec: ExportSpec, system_ids: list[int], lo: d
     """The CSV of one export, chunk by chunk, read on a pooled connection of its own."""
     raw = engine.raw_connection()
     try:
-        conn = raw.driver_connection
+        conn = driver(raw)
         if spec.kind == "interval":
             query, _ = interval_query(spec.entity, system_ids, lo, hi, time_format=time_format)
         else:

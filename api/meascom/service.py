@@ -25,7 +25,7 @@ import psycopg
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from api.db import psycopg_connection
+from api.db import driver, psycopg_connection
 from api.errors import Conflict, InvalidInput, MeasureError
 from api.meascom.schemas import MeascomOutputRead, MeascomRun
 from collector.meascom import ast
@@ -56,7 +56,7 @@ class _Side:
 
     def __init__(self, engine: Engine) -> None:
         self.raw = engine.raw_connection()
-        self.conn = self.raw.driver_connection
+        self.conn = driver(self.raw)
 
     def __enter__(self) -> psycopg.Connection:
         self.conn.rollback()
@@ -77,7 +77,7 @@ class ApiMeascomSession(MeascomSession):
         self._engine = engine
         super().__init__(conn, **kw)
 
-    def _side_connection(self) -> Any:  # type: ignore[override]
+    def _side_connection(self) -> Any:
         return _Side(self._engine)
 
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import Instant, json_int
+from api.contract import Instant, json_range
 from api.patterns import MEASUREMENT
 from collector.measure.contab import Contab
 
 State = Literal["configured", "scheduled", "running", "stopped", "failed"]
 
-CONTAB_EXAMPLE = {
+CONTAB_EXAMPLE: dict[str, Any] = {
     "descriptors": [{"type": "CPU"}, {"type": "DISC", "fields": {"device_name": "$DATA1"}},
                     {"type": "CPU", "fields": {"cpu": 6}, "exclude": True}],
     "counters": [],
@@ -41,8 +41,8 @@ class MeasurementCreate(BaseModel):
     start: bool = Field(default=False, description="start now (when start_at is not given)")
     start_at: Instant | None = Field(default=None, description="START … FROM")
     stop_at: Instant | None = Field(default=None, description="START … TO")
-    for_seconds: json_int(1, 10 * 366 * 86400) | None = Field(default=None, description="START … FOR")
-    interval_seconds: json_int(1, 86400) | None = Field(default=None, description="START … INTERVAL")
+    for_seconds: Annotated[int, *json_range(1, 10 * 366 * 86400)] | None = Field(default=None, description="START … FOR")
+    interval_seconds: Annotated[int, *json_range(1, 86400)] | None = Field(default=None, description="START … INTERVAL")
 
 
 class MeasurementStart(BaseModel):
@@ -53,8 +53,8 @@ class MeasurementStart(BaseModel):
 
     start_at: Instant | None = Field(default=None, description="FROM; default now")
     stop_at: Instant | None = Field(default=None, description="TO")
-    for_seconds: json_int(1, 10 * 366 * 86400) | None = Field(default=None, description="FOR")
-    interval_seconds: json_int(1, 86400) | None = Field(default=None, description="INTERVAL")
+    for_seconds: Annotated[int, *json_range(1, 10 * 366 * 86400)] | None = Field(default=None, description="FOR")
+    interval_seconds: Annotated[int, *json_range(1, 86400)] | None = Field(default=None, description="INTERVAL")
 
 
 class MeasurementStop(BaseModel):

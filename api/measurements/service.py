@@ -151,7 +151,8 @@ def create(session: Session, body: MeasurementCreate) -> MeasurementRead:
         interval_us = cfg.get("interval_us", interval_us)
         source = body.meascom
     else:
-        contab = body.contab  # type: ignore[assignment]
+        assert body.contab is not None  # (exactly one of the two: checked above)
+        contab = body.contab
     if not name:
         raise InvalidInput("name the measurement (name, or ADD MEASUREMENT in the MEASCOM text)",
                            field="name")
@@ -210,7 +211,7 @@ def descriptor_spec(type_: str, fields: dict[str, Any]) -> str | None:
     if not f:
         return "*"
     if type_ in ("PROCESS", "USERDEF", "PROCESSH"):
-        proc = {k: f.pop(k) for k in ("cpu", "pin", "process_name", "program_file_name", "oss_path") if k in f}
+        proc: dict[str, Any] = {k: f.pop(k) for k in ("cpu", "pin", "process_name", "program_file_name", "oss_path") if k in f}
         return None if f else format_process_spec(proc)
     if type_ in ("CPU", "TMF"):
         return str(f["cpu"]) if set(f) == {"cpu"} else None

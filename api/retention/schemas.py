@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import json_int
+from api.contract import json_range
 
 RetentionClass = Literal["raw", "hour", "day", "month"]
 
@@ -27,7 +27,7 @@ class RetentionRead(BaseModel):
 class RetentionUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    keep_days: json_int(1, 36_600) | None = Field(description="days to keep (null: for ever; raw "
+    keep_days: Annotated[int, *json_range(1, 36_600)] | None = Field(description="days to keep (null: for ever; raw "
                                   "data cannot be kept for ever)", examples=[35])
 
 

@@ -21,9 +21,9 @@ from core.errors import ServiceError
 
 def show(session: Session) -> RetentionRead:
     rows = retention.show(psycopg_connection(session))
-    return RetentionRead(classes=[RetentionClassRead(
-        retention_class=r["class"], keep_days=None if r["keep"] is None else r["keep"].days, cutoff=r["cutoff"],
-        purged_before=r["purged_before"]) for r in rows])
+    return RetentionRead(classes=[RetentionClassRead.model_validate({
+        "retention_class": r["class"], "keep_days": None if r["keep"] is None else r["keep"].days,
+        "cutoff": r["cutoff"], "purged_before": r["purged_before"]}) for r in rows])
 
 
 def set_keep(session: Session, cls: str, keep_days: int | None) -> RetentionRead:

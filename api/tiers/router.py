@@ -23,7 +23,7 @@ def read_tier_auto(request: Request, session: SessionDep, _: ReadToken, entity: 
                    query: Annotated[TierAutoQuery, Query()]) -> Response:
     if query.to_at is None:
         not_cacheable(request)  # "to" defaults to now
-    return model_json(tier_service.read_tier(session, entity, TierName.auto, query))
+    return model_json(tier_service.read_tier(session, entity, TierName("auto"), query))
 
 
 @router.get("/{entity}/{tier}", response_model=TierPage,

@@ -12,13 +12,13 @@ from api.patterns import SYSTEM
 from core.catalog import TIERS, load_catalog
 
 # the catalogue's entity types with tiers and its tiers, in its order (schema/catalog/entities.csv)
-TierEntity = StrEnum("TierEntity", {n: n for n in load_catalog().tiered_names})  # type: ignore[misc]
+TierEntity = StrEnum("TierEntity", {n: n for n in load_catalog().tiered_names})  # type: ignore[misc]  # an enum of names from the catalogue (functional API)
 TierEntity.__doc__ = "Entity types with performance-data-base tiers (measure.<entity>_<tier> views)."
 
-TierName = StrEnum("TierName", {t: t for t in (*TIERS, "auto")})  # type: ignore[misc]
+TierName = StrEnum("TierName", {t: t for t in (*TIERS, "auto")})  # type: ignore[misc]  # an enum of names from the catalogue (functional API)
 TierName.__doc__ = "hour, shift, month, year, or auto (chosen from the from/to range)."
 
-StoredTier = StrEnum("StoredTier", {t: t for t in TIERS})  # type: ignore[misc]
+StoredTier = StrEnum("StoredTier", {t: t for t in TIERS})  # type: ignore[misc]  # an enum of names from the catalogue (functional API)
 StoredTier.__doc__ = "The tiers stored as views (every TierName but auto)."
 
 

@@ -38,7 +38,7 @@ AUTO_RULE = "hour up to 7 days, shift up to 120 days, month beyond (range = to -
 
 # (entity, tier) -> view; the only views this endpoint reads.
 VIEWS: dict[tuple[str, str], str] = {
-    (e.value, t.value): f"{e.value}_{t.value}" for e in TierEntity for t in TierName if t is not TierName.auto
+    (e.value, t.value): f"{e.value}_{t.value}" for e in TierEntity for t in TierName if t is not TierName("auto")
 }
 # Identifying columns (subject), per entity, in key order.
 SUBJECT: dict[str, tuple[str, ...]] = {
@@ -78,10 +78,10 @@ _TRUNC = {"shift": "day", "month": "month", "year": "year"}
 def auto_tier(from_at: datetime, to_at: datetime) -> TierName:
     span = to_at - from_at
     if span <= AUTO_HOUR_MAX:
-        return TierName.hour
+        return TierName("hour")
     if span <= AUTO_SHIFT_MAX:
-        return TierName.shift
-    return TierName.month
+        return TierName("shift")
+    return TierName("month")
 
 
 _column_cache: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -147,11 +147,39 @@ def _check(entity: str, tier: str, q: TierQuery) -> None:
                                "to 6 letters or digits, e.g. \\DEMO", field="system")
 
 
+def _time_bounds(tier: TierName, q: TierQuery) -> list[sql.Composable]:
+    """The conditions of from and to (parameters %(from)s, %(to)s). A bound with an offset is
+    an instant; without (a plain date, a local date-time) it is the local time of each row's
+    system."""
+    def local(name: str, v: datetime) -> sql.Composable:
+        return sql.SQL("(%({})s AT TIME ZONE s.time_zone)" if v.tzinfo is not None
+                       else "%({})s::timestamp").format(sql.SQL(name))
+
+    def instant(name: str, v: datetime) -> sql.Composable:
+        return sql.SQL("%({})s" if v.tzinfo is not None
+                       else "(%({})s::timestamp AT TIME ZONE s.time_zone)").format(sql.SQL(name))
+
+    out: list[sql.Composable] = []
+    if tier is TierName("hour"):
+        if q.from_at is not None:
+            out.append(sql.SQL("v.hour_at >= {}").format(instant("from", q.from_at)))
+        if q.to_at is not None:
+            out.append(sql.SQL("v.hour_at < {}").format(instant("to", q.to_at)))
+    else:
+        start = _LOCAL_START[tier.value]
+        if q.from_at is not None:
+            out.append(sql.SQL("{} >= date_trunc({}, {})").format(
+                start, sql.Literal(_TRUNC[tier.value]), local("from", q.from_at)))
+        if q.to_at is not None:
+            out.append(sql.SQL("{} < {}").format(start, local("to", q.to_at)))
+    return out
+
+
 def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery, *,
               now: datetime | None = None) -> TierPage:
     requested = tier
     auto_rule = None
-    if tier is TierName.auto:
+    if tier is TierName("auto"):
         if q.from_at is None:
             raise InvalidInput("tier auto needs from (and to, default now) to choose a tier",
                                field="from")
@@ -188,28 +216,7 @@ def read_tier(session: Session, entity: TierEntity, tier: TierName, q: TierQuery
     if q.shift is not None:
         where.append(sql.SQL("v.shift_no = %(shift)s"))
         params["shift"] = q.shift
-    # a bound with an offset is an instant; without (a plain date, a local date-time) it is the
-    # local time of each row's system
-    def local(name: str, v: datetime) -> sql.Composable:
-        return sql.SQL("(%({})s AT TIME ZONE s.time_zone)" if v.tzinfo is not None
-                       else "%({})s::timestamp").format(sql.SQL(name))
-
-    def instant(name: str, v: datetime) -> sql.Composable:
-        return sql.SQL("%({})s" if v.tzinfo is not None
-                       else "(%({})s::timestamp AT TIME ZONE s.time_zone)").format(sql.SQL(name))
-
-    if tier is TierName.hour:
-        if q.from_at is not None:
-            where.append(sql.SQL("v.hour_at >= {}").format(instant("from", q.from_at)))
-        if q.to_at is not None:
-            where.append(sql.SQL("v.hour_at < {}").format(instant("to", q.to_at)))
-    else:
-        start = _LOCAL_START[tier.value]
-        if q.from_at is not None:
-            where.append(sql.SQL("{} >= date_trunc({}, {})").format(
-                start, sql.Literal(_TRUNC[tier.value]), local("from", q.from_at)))
-        if q.to_at is not None:
-            where.append(sql.SQL("{} < {}").format(start, local("to", q.to_at)))
+    where += _time_bounds(tier, q)
     params["from"], params["to"] = q.from_at, q.to_at
     if q.cursor is not None:
         after = _decode(q.cursor, len(keys))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import JsonInt, json_int
+from api.contract import JsonInt, json_range
 from api.patterns import COUNTER_NAME, PROCESS_NAME, PROGRAM_FILE
 
 BumpOp = Literal["INC", "ADD", "SETBUSY", "RESETBUSY", "INCQUEUE", "DEQUEUE"]
@@ -43,7 +43,7 @@ class BumpCreate(UserCounterRef):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"cpu": 2, "pin": 45, "name": "REQUESTS", "op": "ADD", "value": 3}]})
 
-    offset: json_int(0, 2**31 - 1) | None = Field(default=None, description="from bump-init")
+    offset: Annotated[int, *json_range(0, 2**31 - 1)] | None = Field(default=None, description="from bump-init")
     op: BumpOp
     value: JsonInt = Field(default=1, ge=0, le=2**53, description="amount for ADD")
 

@@ -39,7 +39,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -248,6 +248,7 @@ class Session:
     def _find_system(self, system: str | None) -> tuple[int, str, ZoneInfo]:
         rows = self.q("SELECT system_id, system_name, time_zone FROM measure.system ORDER BY system_name")
         names = ", ".join(r["system_name"] for r in rows) or "none"
+        row: dict[str, Any] | None
         if system is None:
             if len(rows) != 1:
                 raise MeascomError(
@@ -353,7 +354,7 @@ class Session:
                     handles[path] = (path.open("a", encoding="utf-8"), name, item)
                     undo.append((path, size))
                 handles[path][0].write(chunk)
-            for path, (f, name, item) in list(handles.items()):
+            for path, (f, _name, _item) in list(handles.items()):
                 del handles[path]
                 f.close()  # flushes: a full disc shows here
         except (OSError, ValueError) as exc:
@@ -570,14 +571,15 @@ class Session:
                     "(TO 15 NOV, 06:00) or use FOR", cmd.to.line, cmd.to.column)
         if stop is not None and stop <= now:
             pos = cmd.to or cmd.for_
+            assert pos is not None  # (a stop comes from TO or FOR)
             raise MeascomError(f"the measurement would end at {_fmt(stop)}, which is already "
                                "past", pos.line, pos.column)
         interval_us = cmd.interval.us if cmd.interval else None
         source = "\n".join([*self.state.config_sources, item.source])
         contab_json = contab.model_dump(mode="json")
-        mid = self.q1("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
-                      (self.system_name, name, Jsonb(contab_json), source, start, stop,
-                       interval_us))["id"]
+        mid = self.q("SELECT measure.create_measurement(%s, %s, %s, %s, %s, %s, %s) AS id",
+                     (self.system_name, name, Jsonb(contab_json), source, start, stop,
+                      interval_us))[0]["id"]
         self.state.current = mid  # implicit ADD MEASUREMENT
         lines = [f"Measurement {name} (id {mid}) scheduled on {self.system_name}: "
                  f"from {_fmt(start)} " + (f"to {_fmt(stop)}" if stop else "until STOP MEASUREMENT")
@@ -707,7 +709,7 @@ class Session:
         running = [r for r in rows if r["state"] == "running"]
         if running:
             resp, why = self.ask_collector(control.Status(measurement_id=running[0]["measurement_id"]))
-            if resp is None:
+            if not isinstance(resp, control.StatusAnswer):  # None: why not
                 lines.append(f"  counter space: {why}")
             else:
                 lines.append("  counter space per CPU (CIDs used/limit, words used/limit):")
@@ -740,7 +742,7 @@ class Session:
             lines.append("  stored interval records: none")
         if m.state in ("running", "stopped", "scheduled"):
             resp, why = self.ask_collector(control.Status(measurement_id=m.measurement_id))
-            if resp is None:
+            if not isinstance(resp, control.StatusAnswer):  # None: why not
                 lines.append(f"  collector: {why}")
             else:
                 st = resp.status
@@ -758,12 +760,16 @@ class Session:
     def _cmd_SetReport(self, cmd: ast.SetReport, item: _Item) -> str:
         r = self.state.report
         for a in cmd.attrs:
+            # (the parser's values: FROM and TO a date and time, FOR a duration)
             if a.name == "FROM":
-                r.from_ = a.value  # type: ignore[assignment]
+                assert isinstance(a.value, ast.DateTime)
+                r.from_ = a.value
             elif a.name == "TO":
-                r.to, r.for_ = a.value, None  # type: ignore[assignment]
+                assert isinstance(a.value, ast.DateTime)
+                r.to, r.for_ = a.value, None
             elif a.name == "FOR":
-                r.for_, r.to = a.value, None  # type: ignore[assignment]
+                assert isinstance(a.value, ast.Duration)
+                r.for_, r.to = a.value, None
             else:
                 setattr(r, a.name.lower().replace("-", "_"), a.value)
         return ""
@@ -863,7 +869,7 @@ def format_spec(d: EntityDescriptor) -> str | None:
 
 
 def render_config(m: Measurement, system_name: str, tz: ZoneInfo,
-                  entity_counts: list[dict[str, Any]] = ()) -> str:
+                  entity_counts: Sequence[dict[str, Any]] = ()) -> str:
     """INFO MEASUREMENT: the configuration as runnable MEASCOM commands, with the time window,
     interval and state as comments (an OBEY file that recreates the measurement)."""
     lines = [f"== INFO MEASUREMENT {m.name} (id {m.measurement_id}) on {system_name}: {m.state}",

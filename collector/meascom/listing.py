@@ -355,15 +355,17 @@ def list_active(s: ListingSession, cmd: ast.ListCommand) -> str:
     descs = _descriptors(s, cmd)
 
     def read_live() -> tuple[datetime, dict[tuple, control.ActiveRecord]]:
-        at, found = None, {}
+        at: datetime | None = None
+        found: dict[tuple, control.ActiveRecord] = {}
         for d in descs:
             resp, why = s.ask_collector(control.ReadActive(entity=ent.name, descriptor=d.fields,
                                                            measurement_id=mid))
-            if resp is None:
+            if not isinstance(resp, control.ActiveRead):  # None: why not
                 raise _err(f"LISTACTIVE {ent.measure_name}: {why}", cmd)
             at = resp.at
             for r in resp.records:
                 found[(json.dumps(r.ids, sort_keys=True), r.record_at)] = r
+        assert at is not None  # (a command has at least one spec, so one descriptor)
         return at, found
 
     def vector(d: dict[str, Any]) -> list[int]:

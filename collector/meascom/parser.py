@@ -19,6 +19,7 @@ import calendar
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from collector.meascom import ast
 from collector.measure.contab import DescriptorError, check_file_pattern, normalize_fields
@@ -42,7 +43,7 @@ ENTITY_TYPES = ("CPU", "PROCESS", "PROCESSH", "USERDEF", "FILE", "DISCOPEN", "DI
                 "DEVICE", "LINE", "NETLINE", "SYSTEM", "CLUSTER", "TERMINAL", "TMF")
 COUNTER_TYPES = ("ACCUM", "FACCUM", "BUSY", "QUEUE", "QBUSY", "TCELLBUSY", "TCELLQUEUE",
                  "TCELLQBUSY")
-DURATION_UNITS = {"SECOND": "SECONDS", "SECONDS": "SECONDS", "MINUTE": "MINUTES",
+DURATION_UNITS: dict[str, Literal["SECONDS", "MINUTES", "HOURS"]] = {"SECOND": "SECONDS", "SECONDS": "SECONDS", "MINUTE": "MINUTES",
                   "MINUTES": "MINUTES", "HOUR": "HOURS", "HOURS": "HOURS"}
 REPORT_ATTRS = {  # attribute -> allowed keyword values (None: special value syntax)
     "FORMAT": ("BRIEF", "NORMAL", "STRUCTURED"),
@@ -330,7 +331,7 @@ class _Parser:
         if unit is None:
             raise self.error(u, ["SECONDS", "MINUTES", "HOURS"])
         self.next()
-        return ast.Duration(value=n, unit=DURATION_UNITS[unit], line=t.line, column=t.column)  # type: ignore[arg-type]
+        return ast.Duration(value=n, unit=DURATION_UNITS[unit], line=t.line, column=t.column)
 
     def time_of_day(self) -> ast.TimeOfDay:
         t = self.peek()
@@ -362,8 +363,8 @@ class _Parser:
             if month is None:
                 raise self.error(mt, ["a month name (JAN … DEC)"])
             self.next()
-        elif self.month(first) is not None:
-            month = self.month(first)
+        elif (first_month := self.month(first)) is not None:
+            month = first_month
             self.next()
             day_tok = self.peek()
             day = self.number("a day 1-31", 1, 31)
@@ -373,10 +374,10 @@ class _Parser:
         if self.peek().kind == "NUMBER":
             year = self.number(f"a year {MIN_YEAR}-{MAX_YEAR}", MIN_YEAR, MAX_YEAR)
         leap = 2000 if year is None else year  # day 29 FEB is valid without a year
-        if day > calendar.monthrange(leap, month)[1]:  # type: ignore[arg-type]
-            raise self.error(day_tok, message=f"invalid date: {ast.MONTHS[month - 1]} has no "  # type: ignore[operator]
+        if day > calendar.monthrange(leap, month)[1]:
+            raise self.error(day_tok, message=f"invalid date: {ast.MONTHS[month - 1]} has no "
                                               f"day {day}")
-        date = ast.Date(day=day, month=month, year=year, line=first.line, column=first.column)  # type: ignore[arg-type]
+        date = ast.Date(day=day, month=month, year=year, line=first.line, column=first.column)
         if not self.accept("COMMA") and self.peek().kind != "TIME":
             raise self.error(self.peek(), [","])
         return ast.DateTime(date=date, time=self.time_of_day(), line=first.line,
@@ -590,7 +591,7 @@ class _Parser:
             self.next()
             self.expect_kw("ARRAY")
             array = self.number("an ARRAY size 1-127", 1, 127)
-        return ast.AddCounter(name=name, process=proc, type=ctype, array=array,  # type: ignore[arg-type]
+        return ast.AddCounter(name=name, process=proc, type=ctype, array=array,  # type: ignore[arg-type]  # one of COUNTER_TYPES
                               line=t.line, column=t.column)
 
     def cmd_delete(self, t: Token) -> ast.Command:
@@ -622,6 +623,9 @@ class _Parser:
             return ast.MeasSubsys(action="START", line=t.line, column=t.column)
         file = self._measurement_file(optional=True, keyword=False)
         seen: dict[str, object] = {}
+        times: dict[str, ast.DateTime] = {}
+        durations: dict[str, ast.Duration] = {}
+        filesize: tuple[int, str] | None = None
         options: list[str] = []
         while self.peek().kind != "EOL":
             comma = self.accept("COMMA")
@@ -641,20 +645,20 @@ class _Parser:
                 raise self.error(o, message=f"{kw} contradicts an earlier option")
             self.next()
             if kw in ("FROM", "TO"):
-                seen[kw] = self.date_time()
+                seen[kw] = times[kw] = self.date_time()
             elif kw in ("FOR", "INTERVAL"):
-                seen[kw] = self.duration()
+                seen[kw] = durations[kw] = self.duration()
             elif kw == "FILESIZE":
                 n = self.number("a file size", 1, 1_048_576)
                 unit = self.accept_kw("MB", "GB") or "MB"
-                seen[kw] = (n, unit)
+                seen[kw] = filesize = (n, unit)
             else:
                 seen[kw] = True
                 options.append(kw)
         return ast.StartMeasurement(
-            file=file, start=seen.get("FROM"), for_=seen.get("FOR"), to=seen.get("TO"),  # type: ignore[arg-type]
-            interval=seen.get("INTERVAL"), options=tuple(options),  # type: ignore[arg-type]
-            filesize=seen.get("FILESIZE"), line=t.line, column=t.column)  # type: ignore[arg-type]
+            file=file, start=times.get("FROM"), for_=durations.get("FOR"), to=times.get("TO"),
+            interval=durations.get("INTERVAL"), options=tuple(options),
+            filesize=filesize, line=t.line, column=t.column)
 
     def cmd_stop(self, t: Token) -> ast.Command:
         if self.accept_kw("MEASSUBSYS", "MEASUREMENT") == "MEASSUBSYS":
@@ -728,11 +732,13 @@ class _Parser:
                                          message=f"{dup.name} given twice")
         return ast.SetReport(attrs=tuple(attrs), line=t.line, column=t.column)
 
-    def _list(self, t: Token, verb: str) -> ast.Command:
+    def _list(self, t: Token, verb: Literal["LIST", "LISTALL", "LISTACTIVE"]) -> ast.Command:
         out = self.out_clause()
         entity = self.entity_type()
         specs = self.specs(entity, stop=LIST_OPTIONS, optional=True)
         opts: dict[str, object] = {}
+        by: str | None = None
+        condition: ast.Condition | None = None
         attrs: list[ast.ReportAttr] = []
         while self.peek().kind != "EOL":
             comma = self.accept("COMMA")
@@ -747,7 +753,7 @@ class _Parser:
                 raise self.error(o, message="FOR and TO are mutually exclusive")
             if kw == "BY":
                 self.next()
-                opts[kw] = self._item_name()
+                opts[kw] = by = self._item_name()
             elif kw == "IF":
                 ct = self.next()
                 counter = self._item_name()
@@ -762,16 +768,18 @@ class _Parser:
                 if len(v.text) > 30:
                     raise self.error(v, message=f"number {v.text[:12]}… is too long")
                 value: float | int = float(v.text) if "." in v.text else int(v.text)
-                opts[kw] = ast.Condition(counter=counter, op=op.text, value=value,  # type: ignore[arg-type]
-                                         line=ct.line, column=ct.column)
+                opts[kw] = condition = ast.Condition(
+                    counter=counter, op=op.text, value=value,  # type: ignore[arg-type]  # an OP token is a relop
+                    line=ct.line, column=ct.column)
             else:
                 a = self.report_attr((kw,))
                 opts[kw] = a
                 if kw not in ("FROM", "TO", "FOR", "LOADID"):
                     attrs.append(a)
         if verb == "LISTACTIVE" and ("FROM" in opts or "TO" in opts):
-            o = opts.get("FROM") or opts.get("TO")
-            raise MeascomSyntaxError(o.line, o.column, o.name,  # type: ignore[union-attr]
+            given = opts.get("FROM") or opts.get("TO")
+            assert isinstance(given, ast.ReportAttr)  # (FROM and TO are report attributes)
+            raise MeascomSyntaxError(given.line, given.column, given.name,
                                      message="LISTACTIVE takes FOR, not FROM or TO")
 
         def val(k: str):
@@ -779,8 +787,8 @@ class _Parser:
             return a.value if isinstance(a, ast.ReportAttr) else a
 
         return ast.ListCommand(
-            verb=verb, entity=entity, specs=specs, start=val("FROM"), to=val("TO"),  # type: ignore[arg-type]
-            for_=val("FOR"), loadid=val("LOADID"), by=opts.get("BY"), if_=opts.get("IF"),  # type: ignore[arg-type]
+            verb=verb, entity=entity, specs=specs, start=val("FROM"), to=val("TO"),
+            for_=val("FOR"), loadid=val("LOADID"), by=by, if_=condition,
             attrs=tuple(attrs), out=out, line=t.line, column=t.column)
 
     def cmd_list(self, t: Token) -> ast.Command:

@@ -517,9 +517,9 @@ class Contab(BaseModel):
                 if isinstance(c, Mapping):
                     try:
                         c = CounterSpec.model_validate(c)
-                    except ValueError as exc:
+                    except ValidationError as exc:  # (pydantic's, a ValueError)
                         msgs = "; ".join(e["msg"].removeprefix("Value error, ")
-                                         for e in exc.errors())  # type: ignore[attr-defined]
+                                         for e in exc.errors())
                         raise ValueError(f"counter {i} ({c.get('name')!r}): {msgs}") from None
                 out.append(c)
             data = {**data, "counters": out}
@@ -664,8 +664,8 @@ class ContabBuilder:
 
     def add_counter(self, name: str, process: str | Mapping[str, Any], type: str,
                     array: int | None = None) -> CounterSpec:
-        spec = CounterSpec(name=name, process=self._process_fields(process), type=type,
-                           array=array)
+        spec = CounterSpec.model_validate({"name": name, "process": self._process_fields(process),
+                                           "type": type, "array": array})
         same = [c for c in self.counters if c.name == spec.name and c.process == spec.process]
         if same:
             raise ValueError(f"counter {spec.name} already exists for PROCESS {spec.process_spec}")

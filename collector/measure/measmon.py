@@ -223,6 +223,7 @@ class Measmon:
     def next_event_us(self) -> int | None:
         """The earliest time MEASMON has something to do: a start, a copy or a stop."""
         times = []
+        m: Measurement | None
         for m in self.measurements.values():
             if m.state == "scheduled":
                 times.append(m.start_us)
@@ -250,6 +251,7 @@ class Measmon:
                 return
 
     def _due(self, t: int) -> None:
+        m: Measurement | None
         for m in sorted(self.measurements.values(), key=lambda m: m.measurement_id):
             if m.state == "running" and m.stop_us is not None and m.stop_us <= t:
                 self.stop(m.measurement_id, m.stop_us)
@@ -259,7 +261,8 @@ class Measmon:
             if m is None or m.state != "running" or m.next_copy_us != due:
                 continue
             self._interval_copy(m, due)
-            m.next_copy_us = due + m.interval_us  # type: ignore[operator]
+            assert m.interval_us  # only a measurement with an interval has copies due (start())
+            m.next_copy_us = due + m.interval_us
             if m.stop_us is None or m.next_copy_us < m.stop_us:
                 heapq.heappush(self._copy_heap, (m.next_copy_us, mid))
         for m in sorted(self.measurements.values(), key=lambda m: m.measurement_id):

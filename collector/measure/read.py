@@ -93,9 +93,9 @@ import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
@@ -110,6 +110,7 @@ from core.catalog import (
     UnknownEntityType,
     load_catalog,
 )
+from core.database import scalar
 
 __all__ = [
     "MAX_LIMIT",
@@ -220,11 +221,14 @@ class Record:
     # catalogue's (USERDEF TIME-VALUE: its CONTAB counter TYPE)
 
 
+ReadMode = Literal["latest", "nearest", "summary", "intervals", "active"]
+
+
 @dataclass
 class ReadResult:
     measurement_id: int | None
     entity: EntityDef
-    mode: str  # latest | nearest | summary | intervals | active
+    mode: ReadMode
     rate: bool
     counters: list[CounterDef]
     records: list[Record]
@@ -350,11 +354,11 @@ def select_entities(conn: psycopg.Connection, system_id: int, entity: str | int,
     """Entities of one type of a system matching a descriptor (wildcards as in CONTAB)."""
     ent = entity_def(entity)
     desc = _descriptor(ent, descriptor)
-    text = conn.execute(
+    text = scalar(conn.execute(
         "SELECT json_agg(json_build_array(e.entity_id, e.key, e.ids, e.cpu) ORDER BY e.entity_id)::text"
         "  FROM measure.entity e WHERE e.system_id = %s AND e.type_code = %s",
         (system_id, ent.code),
-    ).fetchone()[0]
+    ))
     return _matching(ent, [desc], text)
 
 
@@ -406,7 +410,7 @@ def _hour_of(t: datetime | str) -> datetime | str:
     if isinstance(t, str):
         return t
     return t - timedelta(minutes=t.minute, seconds=t.second, microseconds=t.microsecond) \
-        if t.utcoffset() == timedelta(0) else _hour_of(t.astimezone(timezone.utc))
+        if t.utcoffset() == timedelta(0) else _hour_of(t.astimezone(UTC))
 
 
 # ---------------------------------------------------------------- the read
@@ -750,7 +754,7 @@ def _plan(ent: EntityDef, q: ReadQuery) -> tuple[list[CounterDef], list[CounterD
     return shown, needed, paired, by, cond
 
 
-def _mode(q: ReadQuery) -> str:
+def _mode(q: ReadQuery) -> ReadMode:
     if q.at is not None:
         return "nearest"
     if q.all_records:
@@ -813,6 +817,7 @@ def read(conn: psycopg.Connection, measurement_id: int, q: ReadQuery) -> ReadRes
     if mode == "latest":
         rows = conn.execute(sql(), p).fetchall()
     elif mode == "nearest":
+        assert q.at is not None  # (_mode: a read at a time)
         ntol = q.tolerance
         p["at"] = q.at
         p["lo"] = q.at - ntol if ntol is not None else "-infinity"
@@ -861,7 +866,7 @@ class _Ctx:
     ent: EntityDef
     info: MeasurementInfo
     q: ReadQuery
-    mode: str
+    mode: ReadMode
     needed: list[CounterDef]
     shown: list[CounterDef]
     paired: CounterDef | None
@@ -878,7 +883,8 @@ class _Ctx:
         for e, row in rows:
             raw_list = [None if v is None else int(v) for v in row[5]]
             raw = dict(zip(names, raw_list, strict=True))
-            values = dict(zip(names, row[-1], strict=True)) if self.q.rate else dict(raw)
+            values: dict[str, int | float | Decimal | None] = (
+                dict(zip(names, row[-1], strict=True)) if self.q.rate else dict(raw))
             rec = Record(e.entity_id, e.key, e.ids, e.cpu, row[1], row[2], int(row[3]), int(row[4]),
                          values, int(row[6] or 0), raw, self._kinds(e.ids))
             if drop_zero and not any(raw_list[i] for i in shown_idx) or not self._passes(rec):
@@ -927,7 +933,7 @@ class _Ctx:
             return None
         raw: dict[str, int | None] = {}
         for c in self.needed:
-            vals = [r.raw[c.name] for r in records if r.raw.get(c.name) is not None]
+            vals = [v for r in records if (v := r.raw.get(c.name)) is not None]
             if not vals:
                 raw[c.name] = None
             elif c.kind_code in (KIND_MAXQ, KIND_MAXVALUE):
@@ -976,8 +982,10 @@ class _Ctx:
                           self.shown, [self._finish(r) for _, r in page], nxt,
                           self._finish(total) if total is not None else None)
 
-    def intervals(self, sql: str, p: dict[str, Any], entities: dict[int, EntityRow]) -> ReadResult:
+    def intervals(self, sql: str, p: dict[str, Any], entities: dict[int | None, EntityRow]) -> ReadResult:
         """LISTALL: keyset over (from_at, entity_id, record_at), filtered batch by batch."""
+        cf: datetime | str
+        cr: datetime | str
         if self.q.cursor is not None:
             c = _decode_cursor(self.q.cursor)
             try:
@@ -994,7 +1002,7 @@ class _Ctx:
         hi = p["hi"]
         # the runs of one UTC hour at a time, from the cursor's (or the window's first run)
         start = cf if not isinstance(cf, str) else p["lo"]
-        span_lo = self.conn.execute(_NEXT_RUN, {**p, "after": _hour_of(start)}).fetchone()[0]
+        span_lo = scalar(self.conn.execute(_NEXT_RUN, {**p, "after": _hour_of(start)}))
         while span_lo is not None and (isinstance(hi, str) or span_lo < hi):
             span_hi = span_lo + timedelta(hours=1)
             rows = self.conn.execute(sql, {**p, "cf": cf, "ce": ce, "cr": cr, "batch": batch,
@@ -1012,7 +1020,7 @@ class _Ctx:
             if len(rows) == batch:  # more in this hour
                 cf, ce, cr = rows[-1][1], rows[-1][0], rows[-1][7]
                 continue
-            span_lo = self.conn.execute(_NEXT_RUN, {**p, "after": span_hi}).fetchone()[0]
+            span_lo = scalar(self.conn.execute(_NEXT_RUN, {**p, "after": span_hi}))
         cursor = None
         if more:
             f, e, r = out[-1][1]

@@ -529,7 +529,7 @@ def _effect_groups(g: np.ndarray, sel: np.ndarray, ent: np.ndarray, ng: int) -> 
     entity): one slot lookup per group. Returns per group its selector, entity and rows
     [r0, r1), per stage its groups [q0, q1) (bounds unsigned: the kernel indexes with them)."""
     gk = np.stack([g, sel, ent], axis=1)
-    brk = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]).any(axis=1)]) if gk.size else []
+    brk = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]).any(axis=1)]) if gk.size else np.zeros(0, np.int64)
     r0 = np.asarray(brk, dtype=np.int64)
     r1 = np.r_[r0[1:], len(g)].astype(np.int64)
     grp = np.stack([gk[r0, 1], gk[r0, 2], r0, r1], axis=1).astype(np.int64)

@@ -207,8 +207,8 @@ REC_CAP = 512
 # loop, run per event: no reference counting there (see "Speed notes"; numba's ``_nrt``
 # option, which its own register_jitable documents), so they cannot allocate (numba refuses
 # to compile one that does)
-_STEP = dict(cache=True, nogil=True, error_model="numpy")
-_EVENT = dict(cache=True, nogil=True, error_model="numpy", _nrt=False)
+_STEP: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
+_EVENT: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy", _nrt=False)
 
 
 # ------------------------------------------------------------------ the step's structures
@@ -331,7 +331,7 @@ _LAYOUT: dict[type, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def check(x: Tables | Procs | StepOut) -> None:
+def check(x: object) -> None:  # Tables, Procs, StepOut and their parts (_LAYOUT)
     """Raise TypeError, naming the field, if a structure for :func:`run_step` holds an
     array of another dtype or number of dimensions, or a non-integer scalar."""
     for name, want in _LAYOUT[type(x)].items():
@@ -1016,7 +1016,7 @@ def _bump(rec, nrec, txm, tables, procs, out, lay, wv, lv):
 
 
 @njit(**_EVENT)
-def _slot(sel, vi, vproc, vcpu, vvol, vpart, txm, procs, dev):
+def _slot(sel, vi, vproc, vcpu, vvol, vpart, txm, procs, dev):  # noqa: C901 - numba kernel: a branch per selector
     """Which slot of its entity an effect group with selector ``sel`` bumps for a visit of row
     vi (-1: none)."""
     slot = -1

@@ -158,7 +158,7 @@ class Node:
         for s in range(T["process"].n):
             self._open_files(s, at, notify=False)
         # snapshots (static levels)
-        self.snap = {name: None for name in T}
+        self.snap: dict[str, np.ndarray | None] = {name: None for name in T}
         d = T["disc"]
         sn = np.zeros((d.n, d.n_counters))
         ent = d.entity
@@ -296,7 +296,7 @@ class Node:
         self.dyn_opens = any(p.dynamic_file_opens for p in self.problems)
         self._quiet_us = 0
         self.delete_delay_us = 600_000_000
-        self._opens_step = None
+        self._opens_step: np.ndarray | None = None
         self.hot = None
         for w in self.workloads:
             if w.problems.hot_disc is not None:
@@ -373,9 +373,9 @@ class Node:
             [self.topo_slot[ln["hls"]] if ln["hls"] >= 0 else -1 for ln in t.lines] or [-1],
             dtype=np.int64,
         )
-        tm = np.flatnonzero(self.p_role == R["tmp"])
+        tmp = np.flatnonzero(self.p_role == R["tmp"])
         self.tmf_by_cpu = np.full(t.n_cpus, -1, dtype=np.int64)
-        self.tmf_by_cpu[P.cpu[tm]] = tm
+        self.tmf_by_cpu[P.cpu[tmp]] = tmp
         mc = np.flatnonzero(self.p_role == R["other"])
         self.mon_by_cpu = np.full(t.n_cpus, -1, dtype=np.int64)
         self.mon_by_cpu[P.cpu[mc][::-1]] = mc[::-1]  # first "other" process of each CPU
@@ -1034,8 +1034,8 @@ class Node:
             if v == old:
                 self.static[k] = new
         for col in ("tcp", "server", "lh", "hls"):
-            v = self.tx[col]
-            v[v == old] = new
+            slots = self.tx[col]
+            slots[slots == old] = new
 
     def _check_cpu(self, cpu: int) -> None:
         if not 0 <= cpu < self.topo.n_cpus:

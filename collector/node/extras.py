@@ -281,7 +281,7 @@ class Extras:
         P = node.tables["process"]
         proc = node.topo.processes[int(node.p_topo[s])]
         cpu = int(P.cpu[s])
-        ids = {
+        ids: dict[str, Any] = {
             "pin": int(P.ids["pin"][s]),
             "process_name": str(P.ids["process_name"][s]),
             "program_file_name": str(P.ids["program_file_name"][s]),

@@ -249,7 +249,7 @@ class _Proc:
 
 
 def _read_processes(proc: Path, threads: bool) -> list[_Proc]:
-    out = []
+    out: list[_Proc] = []
     try:
         names = os.listdir(proc)
     except OSError:
@@ -604,8 +604,10 @@ class HostNode:
                 it.inc[col_ready] += d_delay
                 it.inc[col_disp] += d_slices
                 if per_cpu and tcpu in cpus:
-                    cpus[tcpu].inc[cpu_q] += d_delay
-                    cpus[tcpu].inc[cpu_d] += d_slices
+                    cpu_inc = cpus[tcpu].inc
+                    assert cpu_inc is not None  # (per_cpu: set above)
+                    cpu_inc[cpu_q] += d_delay
+                    cpu_inc[cpu_d] += d_slices
             if key not in known:
                 it.ids = self._process_ids(p)
                 it.cpu = int(f[36])

@@ -72,7 +72,7 @@ class SystemSpec(_M):
         try:
             zoneinfo.ZoneInfo(v)
         except Exception:  # noqa: BLE001 - any failure means unknown zone
-            raise ValueError(f"unknown IANA time zone {v!r} (e.g. America/Los_Angeles)")
+            raise ValueError(f"unknown IANA time zone {v!r} (e.g. America/Los_Angeles)") from None
         return v
 
 
@@ -429,9 +429,9 @@ class _Expander:
             raise self.bad(where, f"CPU {v} does not exist (this node has CPUs 0..{self.ncpu - 1})")
         return v
 
-    def place(self, cpu: int | str, where: str) -> int:
+    def place(self, cpu: CpuRef, where: str) -> int:
         """A CPU given as a number, or ``rr``: the next CPU round robin."""
-        if cpu == "rr":
+        if isinstance(cpu, str):  # "rr"
             c = self.rr % self.ncpu
             self.rr += 1
             return c

@@ -72,10 +72,13 @@ DEFAULT_PROFILE = [
     0.14,
 ]
 DEFAULT_WEEKDAY = [1.0, 1.0, 1.0, 1.05, 1.15, 0.6, 0.4]  # Mon..Sun
-WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 # ----------------------------------------------------------------------------- stage model
+
+Effect = tuple[str, str, str, float, str]  # entity, selector, counter, amount, when
 
 
 @dataclass(slots=True)
@@ -102,9 +105,7 @@ class Stage:
     bytes: int = 0
     data_bytes: int = 0
     flags: tuple[str, ...] = ()  # begin, commit, reply, read_done
-    effects: tuple[
-        tuple[str, str, str, float, str], ...
-    ] = ()  # entity, selector, counter, amount, when
+    effects: tuple[Effect, ...] = ()
     component: str = ""
 
 
@@ -173,7 +174,7 @@ class BatchSpec(_M):
     out_file: str
     hours: tuple[int, int] = (22, 6)
     # local weekdays a run starts on (a run over midnight belongs to the day it began)
-    days: list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]] = Field(
+    days: list[Weekday] = Field(
         default_factory=lambda: list(WEEKDAYS), min_length=1
     )
 
@@ -273,7 +274,7 @@ def _msg(sel_from: str, sel_to: str, nbytes: int, reply: int) -> tuple:
 
 def _io_stages(
     io: int,
-    op: str,
+    op: Literal["read", "write"],
     dp2_ms: float,
     miss: float,
     nbytes: int,
@@ -283,7 +284,7 @@ def _io_stages(
 ) -> list[Stage]:
     """A file request from the server to the disc process: DP2 CPU, then a physical I/O on a miss."""
     fcount = {"read": "READS", "write": "WRITES"}[op]
-    eff = (
+    eff: tuple[Effect, ...] = (
         ("disc", "disc", "REQUESTS", 1, "done"),
         ("file", "file", fcount, 1, "done"),
         ("file", "file", "MESSAGES", 1, "done"),
@@ -297,7 +298,7 @@ def _io_stages(
         eff += (("file", "file", "UPDATES-OR-REPLIES", 1, "done"),)
     st = [Stage("cpu", "dp2", dp2_ms, io=io, op=op, bytes=nbytes, effects=eff, component=comp)]
     phys_r = op == "read"
-    disc_eff = (
+    disc_eff: tuple[Effect, ...] = (
         ("disc", "disc", "READS" if phys_r else "WRITES", 1 if phys_r else 2, "done"),
         ("disc", "disc", "INPUT-BYTES" if phys_r else "OUTPUT-BYTES", 2048, "done"),
         ("disc", "disc", "CACHE-MISSES", 1, "done"),
@@ -361,7 +362,7 @@ def build_debitcredit(spec: WorkloadSpec) -> list[TxnType]:
     I/O: account read misses cache (1 physical read), write-behind of the mirrored account
     block (2 physical writes), history/teller/branch hit cache, 0.4 audit-trail writes.
     """
-    p = {
+    p: dict[str, Any] = {
         "ms_lh": 4.0,
         "ms_tcp": 20.0,
         "ms_srv": (10.0, 5.0, 15.0),
@@ -579,7 +580,7 @@ def build_rds(spec: WorkloadSpec, cpu_type: str) -> tuple[list[TxnType], bool]:
     def ios(ks: range, n_io: int, n_all: int) -> list[Stage]:
         out: list[Stage] = []
         for k in ks:
-            op = "write" if k % 3 == 2 else "read"
+            op: Literal["read", "write"] = "write" if k % 3 == 2 else "read"
             out += _io_stages(
                 k % 4,
                 op,

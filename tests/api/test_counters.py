@@ -129,7 +129,7 @@ def test_active_read(client, mid, fake_collector, read_headers):
     # the answer exactly as collector/service.py Collector._read_active builds it
     fake_collector.handler = lambda kind, payload: {"entity": "cpu", "at": iso(at_us), "records": [
         {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at": iso(at_us - 10_000_000),
-         "counters": dict(zip(names, counters))}]}
+         "counters": dict(zip(names, counters, strict=True))}]}
     r = client.get("/active/cpu", params={"ids": "cpu:1", "counters": ["cpu_busy_time", "response_time"]}, headers=read_headers)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -147,8 +147,8 @@ def test_active_read(client, mid, fake_collector, read_headers):
     base[CPU.index("cpu_busy_time")] = 500_000
     fake_collector.handler = lambda kind, payload: {"entity": "cpu", "at": iso(at_us), "records": [
         {"key": "cpu=1", "ids": {"cpu": 1}, "cpu": 1, "record_at": iso(at_us - 60_000_000),
-         "counters": dict(zip(names, counters)), "baseline_at": iso(at_us - 4_000_000),
-         "baseline": dict(zip(names, base))}]}
+         "counters": dict(zip(names, counters, strict=True)), "baseline_at": iso(at_us - 4_000_000),
+         "baseline": dict(zip(names, base, strict=True))}]}
     r = client.get("/active/cpu", params={"ids": "cpu:1", "measurement_id": mid, "counters": "cpu_busy_time"}, headers=read_headers)
     assert r.json()["records"][0]["values"] == {"cpu_busy_time": 50.0}   # 2 s busy of 4 s
     assert r.json()["records"][0]["delta_seconds"] == 4.0

@@ -82,7 +82,7 @@ def test_requests_answers_and_refusals_make_the_round_trip(conn) -> None:
     ]
     ids_of = [control.submit(conn, system_id, r) for r in requests]
     pending = control.pending(conn, system_id)
-    assert [(rid, kind) for rid, kind, _ in pending] == [(rid, r.kind.value) for rid, r in zip(ids_of, requests)]
+    assert [(rid, kind) for rid, kind, _ in pending] == [(rid, r.kind.value) for rid, r in zip(ids_of, requests, strict=True)]
     for (rid, kind, payload), request in zip(pending, requests, strict=True):
         assert control.parse_request(kind, payload) == request
         assert control.outcome(conn, rid, request) is None            # pending

@@ -45,7 +45,7 @@ def from_records(conn) -> dict[tuple, tuple]:
             m = Decimal(c["response_time"]) / Decimal(c["transactions"])
             a[9] = m if a[9] is None else max(a[9], m)
     best: dict[tuple, tuple] = {}
-    for (entity, hour, meas), a in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1][1], kv[0][2])):
+    for (entity, hour, _meas), a in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1][1], kv[0][2])):
         best.setdefault((entity, hour), tuple(a))
     return best
 
@@ -123,7 +123,7 @@ def test_terminal_series_combines_the_chosen_shifts_of_a_month(db) -> None:
     assert len(got) == len(want) == 3
     for g, w in zip(got, want, strict=True):
         assert g[:7] == w[:7]
-        assert all(abs(a - b) < Decimal("1e-12") for a, b in zip(g[7:], w[7:], strict=True)), list(zip(g[7:], w[7:]))
+        assert all(abs(a - b) < Decimal("1e-12") for a, b in zip(g[7:], w[7:], strict=True)), list(zip(g[7:], w[7:], strict=True))
 
 
 def test_purged_records_leave_the_terminal_hours_alone(db) -> None:
@@ -151,7 +151,7 @@ def test_spread_is_the_terminals_averages_per_hour(db) -> None:
                      "response_seconds_max FROM measure.terminal_spread(%s, %s, %s)",
                      (SYS, simulated.START, simulated.START + timedelta(days=simulated.DAYS))).fetchall()
     assert [g[0] for g in got] == sorted(per_hour) and {g[1] for g in got} == {"hour"}
-    for hour, tier, n, mean, p90, worst in got:
+    for hour, _tier, n, mean, p90, worst in got:
         avgs = sorted(resp / tx for tx, resp in per_hour[hour] if tx)
         assert n == len(avgs) > 0
         exact = Decimal(sum(r for _, r in per_hour[hour])) / sum(t for t, _ in per_hour[hour]) / 10**6
@@ -211,7 +211,7 @@ def test_top_terminals_over_ranges_that_cut_shifts(db, start, end, shifts, lines
                      "FROM measure.terminal_summary(%s, %s, %s, %s, %s)", (SYS, lo, hi, shifts, lines)).fetchall()
     assert [g[:4] for g in got] == [w[:4] for w in want] and len(want) >= 3
     assert all(abs(g[4] - w[4]) < Decimal("1e-12") and abs(g[5] - w[5]) < Decimal("1e-12")
-               for g, w in zip(got, want, strict=True)), list(zip(got, want))
+               for g, w in zip(got, want, strict=True)), list(zip(got, want, strict=True))
     top = db.execute("SELECT bucket_at, tier, line, terminal FROM measure.terminal_series(%s, %s, %s, %s, %s, 3)",
                      (SYS, lo, hi, shifts, lines)).fetchall()
     assert {r[1] for r in top} == {"hour"}

@@ -128,7 +128,7 @@ def hour(t: datetime) -> datetime:
     return t.replace(minute=0, second=0, microsecond=0)
 
 
-def build(conn: psycopg.Connection) -> World:
+def build(conn: psycopg.Connection) -> World:  # noqa: C901 - the test's world, built step by step
     w = World(conn)
     rng = random.Random(7)
     a_missing = {  # (entity label, FROM-TIMESTAMP) that measurement A did not record
@@ -477,7 +477,7 @@ def expected_process_summary(w: World, f: datetime, t: datetime, meas: int | Non
     for r in recs:
         run[(r["eid"], hour(r["from_at"]), r["meas"])] += r["delta_us"]
     best = {}
-    for (eid, h, m), us in sorted(run.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1], kv[0][2])):
+    for (eid, h, m), _us in sorted(run.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1], kv[0][2])):
         best.setdefault((eid, h), m)
     sums = defaultdict(lambda: [0, 0, 0])
     program = {}

@@ -43,7 +43,7 @@ def load_as_release_90(url: str) -> None:
     with psycopg.connect(url) as c:
         sid = c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) VALUES (%s, %s, %s)"
                         " RETURNING system_id", (topo.system_name, topo.system_number, topo.time_zone)).fetchone()[0]
-        for mid, name in ((1, "DEFAULT"), (2, "CPLN")):
+        for _mid, name in ((1, "DEFAULT"), (2, "CPLN")):
             c.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) VALUES (%s, %s, '{}', 'running')"
                       " RETURNING measurement_id", (sid, name))
     node = Node(topo, "demo", seed=11, start_us=start_us, catalog=CAT, step_us=60 * SECOND)

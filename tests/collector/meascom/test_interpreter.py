@@ -123,7 +123,7 @@ def test_figure_4_writes_structured_records(db, url, tmp_path):
                       " delta_us, counters[1] FROM _measure.structured_record"
                       " ORDER BY structured_id").fetchall()
     assert len(rows) == 6
-    for loadid, code, m, eid, f, t, delta, first in rows:
+    for loadid, _code, m, _eid, f, t, delta, first in rows:
         # FROM 23:00 FOR 1 HOURS over copies at hh:05: the hour 23:05-00:05 (its value: 24)
         assert (loadid, m, f, t, delta, first) == (
             "DT31123", mid, datetime(2025, 11, 7, 23, 5, tzinfo=TZ),

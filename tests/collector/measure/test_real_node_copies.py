@@ -5,6 +5,7 @@ interval deltas of a measurement add up to its stop copy minus its start copy.""
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def test_busy_and_queue_deltas_equal_what_the_node_accumulated() -> None:
     for entity in ("cpu", "disc", "process", "line", "tmf"):
         kinds = np.asarray(CAT.entity(entity).kinds)
         timed = np.isin(kinds, (KIND_BUSY, KIND_QUEUE, KIND_QBUSY))
-        booked = defaultdict(lambda: np.zeros(len(kinds)))       # (record, interval end) → Σ acc
+        booked = defaultdict(partial(np.zeros, len(kinds)))       # (record, interval end) → Σ acc
         ends = sorted({bt.to_us for bt in intervals if bt.entity == entity})
         for e, xptr, acc, at in mon.booked:
             if e != entity:

@@ -119,7 +119,7 @@ def test_user_counters_follow_the_model():
                 e[0] += 1
                 e[1] += r
     seen = 0
-    for ent, slots, acc, lev, peak, at in (x for x in h.log if x[0] == "userdef"):
+    for _ent, slots, acc, lev, peak, at in (x for x in h.log if x[0] == "userdef"):
         for row, u in enumerate(slots.tolist()):
             s = int(node._extras.ud_proc[u])
             n_req, sum_resp = exp.get((at, s), (0, 0.0))
@@ -194,7 +194,7 @@ def test_transient_servers_start_and_stop_their_user_counters():
         assert not P.alive[p] and not U.alive[u] and tp_ <= t <= tp_ + step
         assert i < index[("stop", "userdef", u)]
     # bumps only while started: after the start event, never after the stop event
-    for i, (k, e, s, t) in enumerate(ev):
+    for i, (k, e, s, _t) in enumerate(ev):
         if k == "bump" and e == "userdef":
             assert index.get(("start", "userdef", s), -1) < i
             assert index.get(("stop", "userdef", s), 10**9) > i

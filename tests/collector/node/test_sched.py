@@ -60,7 +60,7 @@ def test_fcfs_is_lindley_per_server():
     arr = np.array([0, 5, 1, 6, 50])
     svc = np.array([10, 3, 10, 3, 1])
     order, dep = fcfs(server, arr, svc)
-    got = dict(zip(order.tolist(), dep.tolist()))
+    got = dict(zip(order.tolist(), dep.tolist(), strict=True))
     assert got == {1: 8, 3: 11, 0: 10, 2: 20, 4: 51}
 
 
