@@ -5,6 +5,7 @@ MethodNotAllowed with an ``Allow`` header listing every method of the path)."""
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -19,6 +20,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from core.errors import ErrorKind, ServiceError, from_database
+
+log = logging.getLogger(__name__)
 
 
 class ErrorRead(BaseModel):
@@ -182,6 +185,7 @@ def install_database_handler(app: FastAPI) -> None:
     async def _pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
         err = database_error(exc)
         assert err is not None
+        _log_unavailable(request, err)
         return await _render(err)
 
     @app.exception_handler(DBAPIError)
@@ -189,7 +193,16 @@ def install_database_handler(app: FastAPI) -> None:
         err = database_error(exc)
         if err is None:
             raise exc
+        if isinstance(err, Unavailable):
+            _log_unavailable(request, err)
         return await _render(err)
+
+
+def _log_unavailable(request: Request, err: MeasureError) -> None:
+    """A 503 the API gives is logged, one line with its reason (issue 27, item 8)."""
+    client = request.client
+    log.warning("503 to %s for %s %s: %s", f"{client.host}:{client.port}" if client else "a client",
+                request.method, request.url.path, err.detail)
 
 
 def _printable(text: str | None) -> str | None:
