@@ -241,8 +241,8 @@ def report(runs: dict, data: str, load: tuple[float, float]) -> None:
           f"--no-collector` with the default settings; server, PostgreSQL and load generator (asyncio, "
           f"{CLIENTS} httpx keep-alive connections, {SECONDS:g} s per scenario after a 2-s warm-up, "
           f"polling {max(SECONDS, 30):g} s) on the same "
-          f"{os.cpu_count()} cores. Every URL is new (random CPU, start, length, page size): the read cache "
-          f"answers none. Load average (1 min) before the runs {load[0]:.1f}, after {load[1]:.1f}.\n")
+          f"{os.cpu_count()} cores. Every tiers URL is new (random CPU, start, length, page size): the read cache "
+          f"answers none of them (the mix's /measurements pages and catalogue repeat: its cache hits). Load average (1 min) before the runs {load[0]:.1f}, after {load[1]:.1f}.\n")
     print("| code | workers | scenario | requests | req/s | p50 ms | p99 ms | max ms | 200 | 503 | other | "
           "closed / reset / timeout / refused | cache hits |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
