@@ -41,6 +41,8 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     if url is None:
         raise RuntimeError("create_app needs a database URL (DATABASE_URL or database_url=)")
     settings = sized(settings, url)
+    threads, pool_size = settings.threads, settings.pool_size
+    assert threads is not None and pool_size is not None  # sized() fills them in
     cache = ReadCache(max_bytes=settings.cache_max_bytes, max_entry_bytes=settings.cache_max_entry_bytes,
                       token_ttl=settings.token_cache_seconds,
                       require_token_for_reads=settings.require_token_for_reads) if settings.cache_enabled else None
@@ -48,8 +50,8 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # the threads that run the endpoints (anyio's default: 40, whatever the pool)
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threads
-        app.state.engine = build_engine(url, role=settings.db_role, pool_size=settings.pool_size,
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads
+        app.state.engine = build_engine(url, role=settings.db_role, pool_size=pool_size,
                                         pool_timeout=settings.pool_timeout_seconds)
         if cache is not None:
             await cache.start(url)
