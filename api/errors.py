@@ -5,6 +5,7 @@ MethodNotAllowed with an ``Allow`` header listing every method of the path)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any, overload
@@ -21,6 +22,8 @@ from starlette.exceptions import HTTPException
 
 from api.patterns import WORDS
 from core.errors import ErrorKind, ServiceError, from_database
+
+log = logging.getLogger(__name__)
 
 
 def _message(error: Mapping[str, Any]) -> str:
@@ -192,6 +195,7 @@ def install_database_handler(app: FastAPI) -> None:
     async def _pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
         err = database_error(exc)
         assert err is not None
+        _log_unavailable(request, err)
         return await _render(err)
 
     @app.exception_handler(DBAPIError)
@@ -199,7 +203,16 @@ def install_database_handler(app: FastAPI) -> None:
         err = database_error(exc)
         if err is None:
             raise exc
+        if isinstance(err, Unavailable):
+            _log_unavailable(request, err)
         return await _render(err)
+
+
+def _log_unavailable(request: Request, err: MeasureError) -> None:
+    """A 503 the API gives is logged, one line with its reason (issue 27, item 8)."""
+    client = request.client
+    log.warning("503 to %s for %s %s: %s", f"{client.host}:{client.port}" if client else "a client",
+                request.method, request.url.path, err.detail)
 
 
 @overload

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -24,6 +25,7 @@ from api.ratelimit import AnonymousRateLimit
 from api.reports.router import router as reports_router
 from api.retention.router import router as admin_router
 from api.settings import ApiSettings
+from api.sizing import cpu_count, database_budget, plan
 from api.tiers.router import router as tiers_router
 from api.usercounters.router import router as usercounters_router
 
@@ -38,13 +40,18 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     url = database_url or settings.database_url
     if url is None:
         raise RuntimeError("create_app needs a database URL (DATABASE_URL or database_url=)")
+    settings = sized(settings, url)
+    threads, pool_size = settings.threads, settings.pool_size
+    assert threads is not None and pool_size is not None  # sized() fills them in
     cache = ReadCache(max_bytes=settings.cache_max_bytes, max_entry_bytes=settings.cache_max_entry_bytes,
                       token_ttl=settings.token_cache_seconds,
                       require_token_for_reads=settings.require_token_for_reads) if settings.cache_enabled else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.engine = build_engine(url, role=settings.db_role, pool_size=settings.pool_size,
+        # the threads that run the endpoints (anyio's default: 40, whatever the pool)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads
+        app.state.engine = build_engine(url, role=settings.db_role, pool_size=pool_size,
                                         pool_timeout=settings.pool_timeout_seconds)
         if cache is not None:
             await cache.start(url)
@@ -89,3 +96,14 @@ def create_app(settings: ApiSettings | None = None, *, database_url: str | None 
     app.include_router(configuration_router)
     app.include_router(io_router)
     return app
+
+
+def sized(settings: ApiSettings, url: str) -> ApiSettings:
+    """`settings` with workers, pool_size and threads filled in (api/sizing.py): the
+    database's connection budget is asked only when one of them is not given."""
+    if None not in (settings.workers, settings.pool_size, settings.threads):
+        return settings
+    sizing = plan(cpus=cpu_count(), budget=database_budget(url), workers=settings.workers,
+                  pool_size=settings.pool_size, threads=settings.threads)
+    return settings.model_copy(update={"workers": sizing.workers, "pool_size": sizing.pool_size,
+                                       "threads": sizing.threads})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -23,11 +24,24 @@ class ApiSettings(DatabaseSettings):
         pattern=r"^([a-z_][a-z0-9_]{0,62})?$",
         description="role every API session runs as (SET ROLE); empty the login role's own",
     )
-    pool_size: int = Field(default=10, ge=1, le=200)
+    pool_size: int | None = Field(
+        default=None, ge=1, le=200,
+        description="database connections per worker (as many again when busy); empty: from the "
+                    "database's max_connections shared by the workers, at most 10 (api/sizing.py)")
     pool_timeout_seconds: float = Field(
         default=10.0, gt=0, le=300,
         description="how long a request waits for a database connection when every one is in use (then 503)")
-    workers: int = Field(default=1, ge=1, le=64, description="uvicorn worker processes")
+    workers: int | None = Field(default=None, ge=1, le=64,
+                                description="uvicorn worker processes; empty: one per CPU core, at most 4")
+    threads: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="threads per worker running the endpoints; empty: one per database connection the "
+                    "worker may open (twice pool_size)")
+    keep_alive_seconds: int = Field(
+        default=120, ge=1, le=3600,
+        description="an idle keep-alive connection is closed after this long: longer than the clients' "
+                    "own (httpx 5 s, aiohttp 15 s, Go 90 s), so a client never sends on a connection "
+                    "the API is closing")
     require_token_for_reads: bool = Field(default=False)
     cors_origins: ListSetting = Field(
         default_factory=list,
@@ -70,6 +84,11 @@ class ApiSettings(DatabaseSettings):
     anonymous_limit_exempt: ListSetting = Field(
         default_factory=lambda: ["127.0.0.1/8", "::1"],
         description="client addresses or networks the anonymous rate limit does not apply to")
+
+    @field_validator("workers", "pool_size", "threads", mode="before")
+    @classmethod
+    def _empty_is_automatic(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("anonymous_limit_exempt")
     @classmethod

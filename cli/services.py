@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 import typer
 
 from api.settings import ApiSettings
+from api.sizing import cpu_count, database_budget, plan
 from cli.common import UserError, connection, console, database, friendly, out
 from collector.errors import CollectorConfigError, SpooledDataLeft
 from collector.node.topology import NodeFileError
@@ -46,13 +47,25 @@ def api(
     if host is not None or port is not None:
         settings = settings.model_copy(update={k: v for k, v in {"host": host, "port": port}.items() if v is not None})
     with database(settings, create=True) as url:
-        if settings.workers > 1:  # each worker builds its own app from the environment
-            os.environ["DATABASE_URL"] = url
+        sizing = plan(cpus=cpu_count(), budget=database_budget(url), workers=settings.workers,
+                      pool_size=settings.pool_size, threads=settings.threads)
+        out.print(sizing.describe(), markup=False)
+        if sizing.over_budget():
+            console.print(f"measuredb: warning: {sizing.workers} workers may open "
+                          f"{sizing.workers * (2 * sizing.pool_size + 1)} database connections, more than the "
+                          f"database has for them; lower MEASUREDB_API_POOL_SIZE or MEASUREDB_API_WORKERS, "
+                          "or raise max_connections", markup=False)
+        settings = settings.model_copy(update={"workers": sizing.workers, "pool_size": sizing.pool_size,
+                                               "threads": sizing.threads})
+        if sizing.workers > 1:  # each worker builds its own app from the environment
+            os.environ.update(DATABASE_URL=url, MEASUREDB_API_WORKERS=str(sizing.workers),
+                              MEASUREDB_API_POOL_SIZE=str(sizing.pool_size),
+                              MEASUREDB_API_THREADS=str(sizing.threads))
             serve("api.main:create_app", factory=True, host=settings.host, port=settings.port,
-                  workers=settings.workers, log_level="warning")
+                  workers=sizing.workers, keep_alive_seconds=settings.keep_alive_seconds)
         else:
             serve(create_app(settings, database_url=url), host=settings.host, port=settings.port,
-                  log_level="warning")
+                  keep_alive_seconds=settings.keep_alive_seconds)
 
 
 @friendly

@@ -52,9 +52,9 @@ def test_reads_are_autocommit_and_writes_are_one_transaction(api_db_url) -> None
         assert asyncio.run(session_state(c.app, "POST")) == (False, "INTRANS")
 
 
-def test_a_pool_with_every_connection_in_use_is_a_503(api_db_url) -> None:
+def test_a_pool_with_every_connection_in_use_is_a_503(api_db_url, caplog) -> None:
     """Connection acquisition has a timeout: past it the request is answered 503 (the usual
-    body), never held."""
+    body), never held, and the 503 is logged with its reason."""
     with make_client(api_db_url, pool_size=1, pool_timeout_seconds=0.5, cache_enabled=False) as c:
         engine = c.app.state.engine
         held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
@@ -62,6 +62,9 @@ def test_a_pool_with_every_connection_in_use_is_a_503(api_db_url) -> None:
             r = c.get("/measurements")
             assert r.status_code == 503 and r.json()["error"] == "Unavailable"
             assert "in use" in r.json()["detail"]
+            logged = [x.getMessage() for x in caplog.records if x.name == "api.errors"]
+            assert logged == ["503 to testclient:50000 for GET /measurements: every database connection of "
+                              "this worker is in use; try again shortly"]
         finally:
             for conn in held:
                 conn.close()
