@@ -128,6 +128,18 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("calls", "CALLS", "n"), Column("elapsed_ms_per_call", "ELAPSED/MS PER/CALL", "f2"),
         Column("elapsed_seconds", "ELAPSED/SECONDS", "f2"), Column("records_accessed", "RECORDS/ACCESSED", "n"),
         Column("disc_reads", "DISC/READS", "n"), Column("recompiles", "RECOM-/PILES", "n")), window="time"),
+    Report("diskfile-activity", "DISKFILE ACTIVITY REPORT", {**_WINDOW, "measurement": None}, (
+        Column("device_name", "VOLUME"), Column("file_name", "FILE-NAME"), Column("requests", "REQUESTS", "n"),
+        Column("driver_input_calls", "TOTAL/INPUT", "n"), Column("driver_output_calls", "TOTAL/OUTPUT", "n"),
+        Column("cache_read_hits", "CACHE/READ/HITS", "n"), Column("requests_blocked", "LOCK/WAITS", "n"),
+        Column("lockwait_seconds", "LOCK/WAIT/SEC", "f2"), Column("max_lockwait_ms", "MAX/LOCK WAIT/MS", "f2"),
+        Column("block_splits", "BLOCK/SPLITS", "n"), Column("sql_row_changes", "SQL ROWS/CHANGED", "n")),
+        window="time"),
+    Report("oss-cpu", "OSS CPU REPORT", {**_WINDOW, "measurement": None}, (
+        Column("cpu", "CPU/#", "i"), Column("intervals", "INTER-/VALS", "i"),
+        Column("oss_busy_percent", "OSS/BUSY", F), Column("pipe_messages_per_second", "PIPE/MSGS/PER SEC", "f2"),
+        Column("oss_file_calls_per_second", "OSS FILE/CALLS/PER SEC", "f2"),
+        Column("oss_processes_end", "OSS/PROC-/ESSES", "i")), window="time"),
     # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
     Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (

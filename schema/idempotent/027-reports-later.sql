@@ -109,3 +109,53 @@ $$;
 REVOKE ALL ON FUNCTION measure.report_sql_statements(text, timestamptz, timestamptz, integer, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.report_sql_statements(text, timestamptz, timestamptz, integer, integer)
     TO measure_writer, measure_api, measure_reader;
+
+-- DISKFILE activity, beside the FILE and DISCOPEN reports: per disc file (volume, file name;
+-- all its opens at the disc process together, summed over the window's intervals), the
+-- requests, physical reads and writes, cache read hits, requests that waited on locks, the lock
+-- wait time and the longest single wait (MAX-LOCKWAIT-TIME, a max value: the greatest of the
+-- window's), block splits and SQL row changes; busiest (most requests) first.
+CREATE OR REPLACE FUNCTION measure.report_diskfile_activity(p_system text, p_from timestamptz, p_to timestamptz,
+                                                            p_measurement integer DEFAULT NULL)
+RETURNS TABLE (device_name text, file_name text, requests numeric, driver_input_calls numeric,
+               driver_output_calls numeric, cache_read_hits numeric, requests_blocked numeric,
+               lockwait_seconds numeric, max_lockwait_ms numeric, block_splits numeric, sql_row_changes numeric)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT e.ids ->> 'device_name', e.ids ->> 'file_name', sum(greatest(w.v[1], 0)), sum(greatest(w.v[2], 0)),
+           sum(greatest(w.v[3], 0)), sum(greatest(w.v[4], 0)), sum(greatest(w.v[5], 0)),
+           sum(greatest(w.v[6], 0)) / 1e6, max(w.v[7]) / 1e3::numeric, sum(greatest(w.v[8], 0)),
+           sum(greatest(w.v[9], 0) + greatest(w.v[10], 0) + greatest(w.v[11], 0))
+      FROM _measure.window_counters(measure.system_id_of(p_system), 'diskfile', p_from, p_to, p_measurement,
+                                    ARRAY['requests', 'driver_input_calls', 'driver_output_calls', 'cache_read_hits',
+                                          'requests_blocked', 'lockwait_time', 'max_lockwait_time', 'block_splits',
+                                          'sql_inserts', 'sql_updates', 'sql_deletes']) w
+      JOIN _measure.entity e ON e.entity_id = w.entity_id
+     GROUP BY 1, 2
+     ORDER BY 3 DESC, 1, 2
+$$;
+REVOKE ALL ON FUNCTION measure.report_diskfile_activity(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_diskfile_activity(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;
+
+-- OSS CPU use: per CPU, OSS-BUSY-TIME as % of the window's measured time, OSS pipe-server
+-- messages and OSS file-system calls per second, and the OSS processes at the end of the
+-- window (OSS-PROCESSES-END of its last interval). OSSCPU's counter set is measuredb's own
+-- (schema/catalog/counters.csv, confidence unknown): the manual documents the entity only.
+CREATE OR REPLACE FUNCTION measure.report_oss_cpu(p_system text, p_from timestamptz, p_to timestamptz,
+                                                  p_measurement integer DEFAULT NULL)
+RETURNS TABLE (cpu smallint, intervals bigint, oss_busy_percent numeric, pipe_messages_per_second numeric,
+               oss_file_calls_per_second numeric, oss_processes_end bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.cpu, count(*), 100 * sum(greatest(w.v[1], 0)) / nullif(sum(w.delta_us), 0),
+           1e6 * sum(greatest(w.v[2], 0)) / nullif(sum(w.delta_us), 0),
+           1e6 * sum(greatest(w.v[3], 0)) / nullif(sum(w.delta_us), 0),
+           (array_agg(w.v[4] ORDER BY w.from_at DESC))[1]
+      FROM _measure.window_counters(measure.system_id_of(p_system), 'osscpu', p_from, p_to, p_measurement,
+                                    ARRAY['oss_busy_time', 'pipe_messages', 'oss_file_calls',
+                                          'oss_processes_end']) w
+     GROUP BY w.cpu
+     ORDER BY w.cpu
+$$;
+REVOKE ALL ON FUNCTION measure.report_oss_cpu(text, timestamptz, timestamptz, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.report_oss_cpu(text, timestamptz, timestamptz, integer)
+    TO measure_writer, measure_api, measure_reader;

@@ -1,8 +1,8 @@
 """The H-, J- and L-series catalogue end to end (issue 29): a J-series CPU file with its IPU
 columns and a file of each later entity type (SQLPROC, SQLSTMT, SERVERNET, DISKFILE, OSSCPU,
 OSSNS) import, export and import again into an empty database with the same exports and
-reports; the IPU balance and the top SQL statements are exact on a small fixed set; a
-1986-only CPU file still loads as before and reads as one IPU."""
+reports; the IPU balance, the top SQL statements, DISKFILE activity and OSS CPU use are exact
+on a small fixed set; a 1986-only CPU file still loads as before and reads as one IPU."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_every_later_type_round_trips_through_export(fresh_database, tmp_path, m
         if n != "sqlstmt":
             assert all(v != "0" for v in body[-1].split(",")[-k:]), n
     assert b"IPU-BUSY-TIME-3" in a["cpu-interval.csv"]
-    for name in ("ipu-balance", "sql-statements"):
+    for name in ("ipu-balance", "sql-statements", "diskfile-activity", "oss-cpu"):
         assert _rows(source, name) == _rows(target, name) != []
     for kind in ("hour", "shift", "month", "year"):
         assert _exports(source, kind) == _exports(target, kind), kind
@@ -220,3 +220,38 @@ def test_a_wrong_ipu_column_is_named(env: str, tmp_path: Path) -> None:
     out = run("import", write(tmp_path, "bad.csv", text), "--entity", "cpu")
     assert out.exit_code == 2 and "IPU-QTIME-9: not a field of CPU interval records" in " ".join(out.output.split())
 
+
+
+def test_diskfile_activity_and_oss_cpu_are_exact(env: str, tmp_path: Path) -> None:
+    for name in ("diskfile", "osscpu"):
+        out = run("import", write(tmp_path, f"{name}.csv", entity_csv(name)))
+        assert out.exit_code == 0, out.output
+
+    def total(entity: str, counter: str) -> int:  # entity_csv's two intervals: 1x and 2x the value
+        c = CAT.entity(entity).counter(counter)
+        timed = c.kind in ("busy", "qbusy", "queue", "elapsed")
+        return 3 * (c.position + 1) * (1_000_000 if timed else 10)
+
+    def f(counter: str) -> int:
+        return total("diskfile", counter)
+
+    (row,) = _rows(env, "diskfile-activity")
+    assert row == {"device_name": "$DATA01", "file_name": "$DATA01.APPL.ORDERS", "requests": f("REQUESTS"),
+                   "driver_input_calls": f("DRIVER-INPUT-CALLS"), "driver_output_calls": f("DRIVER-OUTPUT-CALLS"),
+                   "cache_read_hits": f("CACHE-READ-HITS"), "requests_blocked": f("REQUESTS-BLOCKED"),
+                   "lockwait_seconds": D(f("LOCKWAIT-TIME")) / 1_000_000,
+                   # a max value: the greatest of the window's (the second interval's, 2x), µs -> ms
+                   "max_lockwait_ms": D(f("MAX-LOCKWAIT-TIME")) * 2 / 3 / 1000,
+                   "block_splits": f("BLOCK-SPLITS"),
+                   "sql_row_changes": f("SQL-INSERTS") + f("SQL-UPDATES") + f("SQL-DELETES")}
+    (oss,) = _rows(env, "oss-cpu")
+    seconds = 2 * M15 // 1_000_000
+    assert (oss["cpu"], oss["intervals"], oss["oss_processes_end"]) == (
+        3, 2, total("osscpu", "OSS-PROCESSES-END") * 2 // 3)
+    assert [round(oss[k], 9) for k in ("oss_busy_percent", "pipe_messages_per_second",
+                                       "oss_file_calls_per_second")] == [
+        round(D(100 * total("osscpu", "OSS-BUSY-TIME")) / (2 * M15), 9),
+        round(D(total("osscpu", "PIPE-MESSAGES")) / seconds, 9),
+        round(D(total("osscpu", "OSS-FILE-CALLS")) / seconds, 9)]
+    text = render_text("diskfile-activity", [row], {"system": SYSTEM, "from_at": FROM_AT, "to_at": TO_AT})
+    assert "DISKFILE ACTIVITY REPORT" in text and "$DATA01.APPL.ORDERS" in text
