@@ -19,6 +19,17 @@ tiers keep (``<item>_avg``, ``_max``, ``_min``, ``_delt``), in column order.
 Row order of counters within an entity is the record layout (``CounterDef.position``).
 Names: ``measure_name`` is the verbatim legacy MEASURE name; ``name`` is its mechanical
 snake case (:func:`snake`).
+
+Beyond the 1986 set (type codes 1-14), the catalogue holds what the H-, J- and L-series
+manual adds (docs/measure-reference.md §4): the IPU counters of CPU (IPUS and, per IPU n of
+at most 8, IPU-BUSY-TIME-n, IPU-DISPATCHES-n and IPU-QTIME-n: the ZMS record's IPU array
+flattened) and of PROCESS, appended after their 1986 counters so that stored records keep
+their positions, and the types SQLPROC (15), SQLSTMT (16), SERVERNET (18, synonym
+CONTROLLER), DISKFILE (19), OSSCPU (20) and OSSNS (21) under the manual's descriptor type
+numbers. Their rows say how sure the source is (``confidence``: confirmed, inferred or
+unknown, measure-reference's vocabulary; empty for the 1986 set). The kind ``elapsed``
+(SQLSTMT, SQLPROC) is stored as a delta and rated, as MEASCOM shows it, as % of the interval
+(per call is ELAPSED-BUSY-TIME / CALLS, a report's figure).
 """
 
 from __future__ import annotations
@@ -33,10 +44,12 @@ import numpy as np
 
 __all__ = [
     "CATALOG_DIR",
+    "CONFIDENCE",
     "KINDS",
     "KIND_ACCUMULATING",
     "KIND_BUSY",
     "KIND_CODES",
+    "KIND_ELAPSED",
     "KIND_INCREMENTING",
     "KIND_MAXQ",
     "KIND_MAXVALUE",
@@ -69,6 +82,7 @@ KINDS: tuple[str, ...] = (
     "snapshot",
     "maxq",
     "maxvalue",
+    "elapsed",
 )
 (
     KIND_INCREMENTING,
@@ -80,10 +94,14 @@ KINDS: tuple[str, ...] = (
     KIND_SNAPSHOT,
     KIND_MAXQ,
     KIND_MAXVALUE,
+    KIND_ELAPSED,
 ) = range(len(KINDS))
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 
-UNITS: tuple[str, ...] = ("us", "events", "bytes", "pages", "blocks", "length", "samples")
+UNITS: tuple[str, ...] = ("us", "events", "bytes", "pages", "blocks", "length", "samples", "count")
+# how sure the source is of a counter's name and kind (counters.csv confidence; measure-reference.md's
+# vocabulary). Empty: the 1986 article's set, whose sources the catalogue's history records.
+CONFIDENCE: tuple[str, ...] = ("confirmed", "inferred", "unknown")
 # what a tier item's value is measured in (tier_items.csv unit; by_type: USERDEF, per counter TYPE)
 TIER_UNITS: tuple[str, ...] = ("length", "per_second", "percent", "ratio", "bytes_per_second", "seconds",
                                "by_type")
@@ -94,6 +112,8 @@ CATALOG_DIR = Path(__file__).resolve().parents[1] / "schema" / "catalog"
 
 ENTITY_COLUMNS = ("type_code", "entity", "measure_name", "id_fields", "synonyms", "tier_order", "help")
 COUNTER_COLUMNS = ("entity", "counter", "measure_name", "kind", "unit", "max_of", "help")
+# optional: a catalogue of an earlier release (tests/fixtures/schema-090) has no such column
+COUNTER_OPTIONAL_COLUMNS = ("confidence",)
 TIER_ITEM_COLUMNS = ("entity", "item", "enform", "unit", "help")
 
 
@@ -130,6 +150,7 @@ class CounterDef:
     max_of: str | None
     help: str
     position: int
+    confidence: str = ""  # CONFIDENCE, or "" for the 1986 set
 
     @property
     def kind_code(self) -> int:
@@ -251,7 +272,8 @@ class Catalog:
 # ----------------------------------------------------------------------------- loading
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def _read_csv(path: Path, columns: tuple[str, ...],
+              optional: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -271,7 +293,7 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str,
             continue  # blank line
         if None in row:  # more fields than header
             raise CatalogError(f"{path}, line {line}: too many fields ({row[None]!r} extra)")
-        rows.append((line, {k: (row.get(k) or "").strip() for k in columns}))
+        rows.append((line, {k: (row.get(k) or "").strip() for k in (*columns, *optional)}))
     return rows
 
 
@@ -342,7 +364,7 @@ def _load(directory: Path) -> Catalog:  # noqa: C901 - the catalogue's checks in
         }
 
     rows_by_entity: dict[str, list[tuple[int, dict[str, str]]]] = {}
-    for line, r in _read_csv(ctr_path, COUNTER_COLUMNS):
+    for line, r in _read_csv(ctr_path, COUNTER_COLUMNS, COUNTER_OPTIONAL_COLUMNS):
         e = r["entity"]
         if e not in entities:
             raise _err(ctr_path, line, "entity", f"unknown entity {e!r} (not in entities.csv)")
@@ -360,6 +382,9 @@ def _load(directory: Path) -> Catalog:  # noqa: C901 - the catalogue's checks in
             raise _err(ctr_path, line, "unit", f"unknown unit {r['unit']!r}; valid: {', '.join(UNITS)}")
         if not r["help"]:
             raise _err(ctr_path, line, "help", "one-line help text is required")
+        if r["confidence"] and r["confidence"] not in CONFIDENCE:
+            raise _err(ctr_path, line, "confidence",
+                       f"unknown confidence {r['confidence']!r}; valid: {', '.join(CONFIDENCE)} or empty")
         if r["max_of"] and r["kind"] != "maxq":
             raise _err(ctr_path, line, "max_of", "only maxq counters may name a max_of counter")
         rows = rows_by_entity.setdefault(e, [])
@@ -389,6 +414,7 @@ def _load(directory: Path) -> Catalog:  # noqa: C901 - the catalogue's checks in
                 max_of=r["max_of"] or None,
                 help=r["help"],
                 position=i,
+                confidence=r["confidence"],
             )
             for i, (_, r) in enumerate(rows)
         ]

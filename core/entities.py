@@ -24,6 +24,8 @@ ID_FIELD_RANGES: dict[str, tuple[int, int]] = {
     "remote_system": (0, 254),
     "index": (0, 255),
     "device_type": (0, 63),
+    "statement_index": (0, 65535),
+    "fcb_number": (0, 65535),
 }
 
 USER_COUNTER_TYPES = ("ACCUM", "FACCUM", "BUSY", "QUEUE", "QBUSY")

@@ -62,6 +62,7 @@ import psycopg
 from core.catalog import (
     KIND_ACCUMULATING,
     KIND_BUSY,
+    KIND_ELAPSED,
     KIND_INCREMENTING,
     KIND_QBUSY,
     KIND_QUEUE,
@@ -86,13 +87,13 @@ JULIAN_MIN = JULIAN_UNIX_US + UNIX_MIN_US
 JULIAN_MAX = JULIAN_UNIX_US + UNIX_MAX_US
 MAX_DELTA_US = 366 * 86_400_000_000
 # What an interval value of a counter may be, by its kind, per µs of the interval: a busy time
-# is at most the interval (the entity busy all of it), a queue or response time at most
-# 65,536 in the queue all of it, a count at most 131,072 events per µs. Far past anything
-# measured, and it keeps every sum the tiers keep in 64 bits (a month, or a whole interval
-# of up to MAX_DELTA_US, times the largest rate, is under 2^62). Levels (snapshot, maximum)
+# is at most the interval (the entity busy all of it), a queue, response or elapsed time at
+# most 65,536 in the queue (statements running) all of it, a count at most 131,072 events per
+# µs. Far past anything measured, and it keeps every sum the tiers keep in 64 bits (a month,
+# or a whole interval of up to MAX_DELTA_US, times the largest rate, is under 2^62). Levels (snapshot, maximum)
 # are at most 2^53, exact as the doubles of JSON and the dashboards.
 PER_US_BOUND = {KIND_BUSY: 1, KIND_QBUSY: 1, KIND_QUEUE: 1 << 16, KIND_RESPONSE: 1 << 16,
-                KIND_INCREMENTING: 1 << 17, KIND_ACCUMULATING: 1 << 17}
+                KIND_ELAPSED: 1 << 16, KIND_INCREMENTING: 1 << 17, KIND_ACCUMULATING: 1 << 17}
 LEVEL_BOUND = 1 << 53
 DEFAULT_MEASUREMENT = "IMPORT"
 MAX_PROBLEMS = 50

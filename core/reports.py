@@ -115,6 +115,31 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("crossing_date", "CROSSES/CAPACITY"), Column("crossing_early", "+15 %/CROSSES"),
         Column("crossing_late", "-15 %/CROSSES"), Column("month_peak", "MONTH/PEAK", F),
         Column("busy_if_one_halted", "BUSY IF/ONE CPU/HALTED", F)), window="range"),
+    # The H-, J- and L-series catalogue (schema/idempotent/027-reports-later.sql)
+    Report("ipu-balance", "IPU BALANCE REPORT", {**_WINDOW, "measurement": None}, (
+        Column("cpu", "CPU/#", "i"), Column("ipus", "IPUS", "i"), Column("busy_percent", "CPU/BUSY", F),
+        Column("busy_per_ipu_percent", "BUSY/PER/IPU", F), Column("ipu_busy_min", "MIN/IPU/BUSY", F),
+        Column("ipu_busy_max", "MAX/IPU/BUSY", F), Column("ipu_busy_spread", "IPU/BUSY/SPREAD", F),
+        Column("busiest_ipu", "BUSI-/EST/IPU", "i"), Column("ipu_busy_percent", "BUSY OF/EACH IPU/0 1 2 …", F)),
+        window="time"),
+    Report("sql-statements", "TOP SQL STATEMENTS", {**_WINDOW, "measurement": None, "top": 20}, (
+        Column("program_file_name", "PROGRAM-FILE-NAME"), Column("module_name", "MODULE"),
+        Column("statement_index", "STMT/INDEX", "i"), Column("processes", "PROC-/ESSES", "i"),
+        Column("calls", "CALLS", "n"), Column("elapsed_ms_per_call", "ELAPSED/MS PER/CALL", "f2"),
+        Column("elapsed_seconds", "ELAPSED/SECONDS", "f2"), Column("records_accessed", "RECORDS/ACCESSED", "n"),
+        Column("disc_reads", "DISC/READS", "n"), Column("recompiles", "RECOM-/PILES", "n")), window="time"),
+    Report("diskfile-activity", "DISKFILE ACTIVITY REPORT", {**_WINDOW, "measurement": None}, (
+        Column("device_name", "VOLUME"), Column("file_name", "FILE-NAME"), Column("requests", "REQUESTS", "n"),
+        Column("driver_input_calls", "TOTAL/INPUT", "n"), Column("driver_output_calls", "TOTAL/OUTPUT", "n"),
+        Column("cache_read_hits", "CACHE/READ/HITS", "n"), Column("requests_blocked", "LOCK/WAITS", "n"),
+        Column("lockwait_seconds", "LOCK/WAIT/SEC", "f2"), Column("max_lockwait_ms", "MAX/LOCK WAIT/MS", "f2"),
+        Column("block_splits", "BLOCK/SPLITS", "n"), Column("sql_row_changes", "SQL ROWS/CHANGED", "n")),
+        window="time"),
+    Report("oss-cpu", "OSS CPU REPORT", {**_WINDOW, "measurement": None}, (
+        Column("cpu", "CPU/#", "i"), Column("intervals", "INTER-/VALS", "i"),
+        Column("oss_busy_percent", "OSS/BUSY", F), Column("pipe_messages_per_second", "PIPE/MSGS/PER SEC", "f2"),
+        Column("oss_file_calls_per_second", "OSS FILE/CALLS/PER SEC", "f2"),
+        Column("oss_processes_end", "OSS/PROC-/ESSES", "i")), window="time"),
     # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
     Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (
@@ -211,6 +236,8 @@ def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str 
 # ---------------------------------------------------------------- rendering
 
 def _plain(v: Any) -> Any:
+    if isinstance(v, list):  # the busy % of each IPU
+        return [_plain(x) for x in v]
     if isinstance(v, Decimal):
         exponent = v.as_tuple().exponent  # 'n', 'N' or 'F' for NaN and ±Infinity: a float
         return float(v) if isinstance(exponent, str) or v != v.to_integral_value() or exponent < 0 else int(v)
@@ -232,7 +259,8 @@ def render_csv(rows: list[dict[str, Any]], columns: list[str] | None = None) -> 
         w = csv.DictWriter(buf, fieldnames=fieldnames, lineterminator="\n")
         w.writeheader()
         for r in rows:  # a list (the limits an hour broke) is one cell: "busy_max > 70; qlen_max > 2"
-            w.writerow({k: "; ".join(map(str, v)) if isinstance(v, list) else _plain(v) for k, v in r.items()})
+            w.writerow({k: "; ".join(map(str, _plain(v))) if isinstance(v, list) else _plain(v)
+                        for k, v in r.items()})
     return buf.getvalue()
 
 
@@ -240,6 +268,8 @@ def fmt(value: Any, kind: str) -> str:
     """ENFORM-like number formats: F5.1 prints .2 for 0.2, as Figure 1 does."""
     if value is None:
         return ""
+    if isinstance(value, list):  # one figure per element (the busy % of each IPU)
+        return " ".join(fmt(v, kind) for v in value)
     if kind == "i":
         return str(int(value))
     if kind == "n":

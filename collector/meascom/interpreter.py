@@ -61,6 +61,9 @@ from collector.meascom.state import (
     SessionState,
 )
 from collector.measure.contab import (
+    CPU_SPEC_TYPES,
+    FILE_SPEC_TYPES,
+    PROCESS_SPEC_TYPES,
     Contab,
     ContabBuilder,
     EntityDescriptor,
@@ -839,15 +842,15 @@ def format_spec(d: EntityDescriptor) -> str | None:
     if not f:
         return "*"
     t = d.type
-    if t in ("PROCESS", "USERDEF", "PROCESSH"):
+    if t in PROCESS_SPEC_TYPES:
         if not set(f) <= _PROCESS_KEYS:
             return None
         if f.get("pin") == "SYSTEM" and len(f) > 1:
             return None
         return format_process_spec(f)
-    if t in ("CPU", "TMF"):
+    if t in CPU_SPEC_TYPES:
         return str(f["cpu"]) if set(f) == {"cpu"} else None
-    if t in ("FILE", "DISCOPEN"):
+    if t in FILE_SPEC_TYPES:
         return str(f["file_name"]) if set(f) == {"file_name"} else None
     if t in ("DISC", "DEVICE", "LINE", "NETLINE"):
         if not set(f) <= {"device_name", "cpu"}:

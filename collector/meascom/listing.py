@@ -46,7 +46,12 @@ import psycopg
 
 from collector.meascom import ast
 from collector.meascom.state import MeascomError, Measurement, SessionState
-from collector.measure.contab import ContabBuilder, EntityDescriptor
+from collector.measure.contab import (
+    CPU_SPEC_TYPES,
+    PROCESS_SPEC_TYPES,
+    ContabBuilder,
+    EntityDescriptor,
+)
 from collector.measure.read import (
     LEVEL_KINDS,
     Condition,
@@ -101,6 +106,7 @@ BRIEF = {
 # reduction itself is measure.rate's.
 _SHOW = {"incrementing": ("/s", Decimal("0.001"), 1), "accumulating": ("/s", Decimal("0.001"), 1),
          "busy": ("%", Decimal("0.01"), 1), "qbusy": ("%", Decimal("0.01"), 1),
+         "elapsed": ("%", Decimal("0.01"), 1),
          "queue": ("aql", Decimal("0.001"), 1), "response": ("ms/trans", Decimal("0.001"), 1000)}
 _APPEND = ("SELECT measure.append_structured_record(%s, %s::smallint, %s::smallint, %s::integer, "
            "%s::bigint, %s::timestamptz, %s::timestamptz, %s::bigint, %s::bigint[])")
@@ -116,11 +122,13 @@ def _err(msg: str, node: ast.Node | None = None) -> MeascomError:
 def entity_label(ent: EntityDef, ids: dict[str, Any]) -> str:
     t = ent.measure_name
     g = ids.get
-    if t in ("CPU", "TMF"):
+    if t in CPU_SPEC_TYPES:
         return f"{t} {g('cpu')}"
-    if t in ("PROCESS", "USERDEF", "PROCESSH"):
+    if t in PROCESS_SPEC_TYPES:
         parts = [t, f"{g('cpu')},{g('pin')}"]
         parts += [str(g(k)) for k in ("process_name", "program_file_name") if g(k)]
+        if t == "SQLSTMT":
+            parts.append(f"{g('module_name')}#{g('statement_index')}")
         if t == "USERDEF" and g("name"):
             parts.append(f"{g('name')}[{g('index', 0)}]")
         return " ".join(parts)

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from collector.meascom import ast
-from collector.measure.contab import DescriptorError, check_file_pattern, normalize_fields
+from collector.measure.contab import (
+    CPU_SPEC_TYPES,
+    FILE_SPEC_TYPES,
+    PROCESS_SPEC_TYPES,
+    DescriptorError,
+    check_file_pattern,
+    normalize_fields,
+)
 from core.catalog import load_catalog
 
 __all__ = [
@@ -39,8 +46,8 @@ __all__ = [
 
 COMMANDS = ("ADD", "DELETE", "INFO", "START", "STOP", "STATUS", "SET", "LIST", "LISTALL",
             "LISTACTIVE", "OBEY", "OUT", "VOLUME", "ASSUME", "EXIT", "HELP")
-ENTITY_TYPES = ("CPU", "PROCESS", "PROCESSH", "USERDEF", "FILE", "DISCOPEN", "DISC", "DISK",
-                "DEVICE", "LINE", "NETLINE", "SYSTEM", "CLUSTER", "TERMINAL", "TMF")
+# the catalogue's entity types and their synonyms (DISK, CONTROLLER), in type-code order
+ENTITY_TYPES = tuple(n for e in load_catalog() for n in (e.measure_name, *e.synonyms))
 COUNTER_TYPES = ("ACCUM", "FACCUM", "BUSY", "QUEUE", "QBUSY", "TCELLBUSY", "TCELLQUEUE",
                  "TCELLQBUSY")
 DURATION_UNITS: dict[str, Literal["SECONDS", "MINUTES", "HOURS"]] = {"SECOND": "SECONDS", "SECONDS": "SECONDS", "MINUTE": "MINUTES",
@@ -405,7 +412,7 @@ class _Parser:
         t = self.peek()
         kw = self.match_kw(t, ENTITY_TYPES)
         if kw is None:
-            raise self.error(t, ["an entity type (" + ", ".join(ENTITY_TYPES[:-1]) + " or TMF)"])
+            raise self.error(t, ["an entity type (" + ", ".join(ENTITY_TYPES[:-1]) + f" or {ENTITY_TYPES[-1]})"])
         self.next()
         return load_catalog().entity(kw).measure_name
 
@@ -428,15 +435,15 @@ class _Parser:
         t = self.peek()
         start = self.pos
         fields: dict[str, str | int] = {}
-        if entity in ("PROCESS", "USERDEF", "PROCESSH"):
+        if entity in PROCESS_SPEC_TYPES:
             form = self._process_spec(fields)
-        elif entity in ("CPU", "TMF"):
+        elif entity in CPU_SPEC_TYPES:
             if self.accept("STAR"):
                 form = "all"
             else:
                 fields["cpu"] = self.number("a CPU number 0-15 or *", 0, 15)
                 form = "cpu"
-        elif entity in ("FILE", "DISCOPEN"):
+        elif entity in FILE_SPEC_TYPES:
             if self.accept("STAR"):
                 form = "all"
             else:

@@ -58,6 +58,9 @@ __all__ = [
     "MAX_TYPE",
     "TRAILER_TYPE",
     "USER_COUNTER_TYPES",
+    "CPU_SPEC_TYPES",
+    "FILE_SPEC_TYPES",
+    "PROCESS_SPEC_TYPES",
     "Contab",
     "ContabBuilder",
     "CounterSpec",
@@ -84,7 +87,13 @@ FieldValue = str | int
 
 # ------------------------------------------------------------------------ field syntax
 
-_PROCESS_TYPES = {"PROCESS", "USERDEF", "PROCESSH"}
+# the entity types a MEASCOM spec names like a process (* | cpu,pin | SYSTEM-PROCESSES | $name |
+# program file | "oss path" [(cpu,pin)]), like a CPU (* | cpu) and like a file (* | file name);
+# the SQL and OSS name-server types of the later manual are specified as processes
+PROCESS_SPEC_TYPES = frozenset({"PROCESS", "USERDEF", "PROCESSH", "SQLPROC", "SQLSTMT", "OSSNS"})
+CPU_SPEC_TYPES = frozenset({"CPU", "TMF", "OSSCPU", "SERVERNET"})
+FILE_SPEC_TYPES = frozenset({"FILE", "DISCOPEN", "DISKFILE"})
+_PROCESS_TYPES = PROCESS_SPEC_TYPES
 _EXTRA_FIELDS = {t: ("oss_path",) for t in _PROCESS_TYPES}
 
 _ELEM = r"[A-Z][A-Z0-9]{0,7}"
@@ -243,8 +252,8 @@ def _norm_value(etype: str, name: str, value: Any) -> FieldValue | None:
         if not value.startswith("/"):
             raise DescriptorError(name, f"field 'oss_path' must be an absolute path, got {value!r}")
         return value  # OSS names are case-sensitive
-    if name == "code_range":
-        return v
+    if name in ("code_range", "module_name", "adapter_name", "sac_name"):
+        return v  # free text: a procedure, an SQL/MX module (CAT.SCH.MOD), a ServerNet adapter or SAC
     rule, what = rules[name]
     ok = v in rule if isinstance(rule, set) else rule.fullmatch(v) is not None
     if not ok:

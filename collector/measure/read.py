@@ -53,7 +53,7 @@ What a read selects (:class:`ReadQuery`), always within one measurement (a data 
   differenced at ingest. Live records (MEASREADACTIVE) are differenced by :func:`difference`.
 * **RATE ON** (``rate=True``, MEASURE's default) per counter kind by ``measure.rate`` in SQL
   (schema/idempotent/010-interface.sql, the one place of the reduction, style P3): per second
-  (incrementing, accumulating), busy % (busy, qbusy), average queue length (queue), average
+  (incrementing, accumulating), busy % (busy, qbusy, elapsed), average queue length (queue), average
   response per transaction in µs (response ÷ the entity's TRANSACTIONS delta); snapshot, maxq
   and maxvalue as is. RATE OFF gives raw deltas (µs, counts). USERDEF ``TIME-VALUE`` is rated
   by the TYPE of its counter in the measurement's CONTAB (ACCUM/FACCUM per second, BUSY %,
@@ -299,7 +299,7 @@ def rate_unit(c: CounterDef, kind: str | None = None) -> str:
     """The unit of a counter's RATE ON value."""
     kind = kind or c.kind
     return {"incrementing": f"{c.unit}/s", "accumulating": f"{c.unit}/s", "busy": "%",
-            "qbusy": "%", "queue": "length", "response": "us/transaction"}.get(kind, c.unit)
+            "qbusy": "%", "elapsed": "%", "queue": "length", "response": "us/transaction"}.get(kind, c.unit)
 
 
 def counter_columns(ent: EntityDef, counters: Sequence[CounterDef], rate: bool) -> list[dict[str, Any]]:

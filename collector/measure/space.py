@@ -19,6 +19,7 @@ import numpy as np
 
 from core.catalog import (
     KIND_BUSY,
+    KIND_ELAPSED,
     KIND_MAXQ,
     KIND_MAXVALUE,
     KIND_QBUSY,
@@ -27,7 +28,7 @@ from core.catalog import (
     EntityDef,
 )
 
-TIMED_KINDS = (KIND_BUSY, KIND_QUEUE, KIND_QBUSY)
+TIMED_KINDS = (KIND_BUSY, KIND_QUEUE, KIND_QBUSY, KIND_ELAPSED)
 
 
 class CounterSpace:

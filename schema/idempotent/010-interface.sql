@@ -114,7 +114,7 @@ $$;
 GRANT EXECUTE ON FUNCTION measure.avg_queue_length(numeric, numeric)
     TO measure_writer, measure_api, measure_reader;
 
--- RATE ON for any counter, by kind: per second, busy %, average queue length, average
+-- RATE ON for any counter, by kind: per second, busy % (busy, qbusy, and elapsed as MEASCOM shows it), average queue length, average
 -- response (µs per transaction, given the paired count), or the value itself.
 CREATE OR REPLACE FUNCTION measure.rate(kind text, delta numeric, delta_us numeric,
                                         paired_count numeric DEFAULT NULL)
@@ -124,6 +124,7 @@ RETURNS numeric LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         WHEN 'accumulating' THEN measure.per_second(delta, delta_us)
         WHEN 'busy'         THEN measure.busy_percent(delta, delta_us)
         WHEN 'qbusy'        THEN measure.busy_percent(delta, delta_us)
+        WHEN 'elapsed'      THEN measure.busy_percent(delta, delta_us)
         WHEN 'queue'        THEN measure.avg_queue_length(delta, delta_us)
         WHEN 'response'     THEN greatest(delta, 0) / nullif(paired_count, 0)
         ELSE delta

@@ -10,7 +10,9 @@ import pytest
 
 from core.catalog import (
     CATALOG_DIR,
+    CONFIDENCE,
     KIND_BUSY,
+    KIND_ELAPSED,
     KIND_MAXQ,
     KIND_QUEUE,
     KINDS,
@@ -27,6 +29,9 @@ ENTITIES_1986 = {
     "CPU": 1, "PROCESS": 2, "PROCESSH": 3, "USERDEF": 4, "FILE": 5, "DISCOPEN": 6, "DISC": 7,
     "DEVICE": 8, "LINE": 9, "NETLINE": 10, "SYSTEM": 11, "CLUSTER": 12, "TERMINAL": 13, "TMF": 14,
 }
+# the types the manual lists after the 1986 set (H-, J- and L-series), under their descriptor
+# type numbers (measure-reference §4.1; 17 OPDISK is D-series only and not catalogued)
+ENTITIES_LATER = {"SQLPROC": 15, "SQLSTMT": 16, "SERVERNET": 18, "DISKFILE": 19, "OSSCPU": 20, "OSSNS": 21}
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +50,10 @@ def test_load_is_cached(cat):
 
 
 def test_every_1986_entity_with_its_code(cat):
-    assert {e.measure_name: e.code for e in cat.entities.values()} == ENTITIES_1986
-    assert [e.code for e in cat.entities.values()] == sorted(ENTITIES_1986.values())
-    assert list(cat.entities) == [m.lower() for m in ENTITIES_1986]
+    every = {**ENTITIES_1986, **ENTITIES_LATER}
+    assert {e.measure_name: e.code for e in cat.entities.values()} == every
+    assert [e.code for e in cat.entities.values()] == sorted(every.values())
+    assert list(cat.entities) == [m.lower() for m in every]
     for e in cat:
         assert e.counters, f"{e.name} has no counters"
         assert e.help
@@ -148,6 +154,38 @@ def test_catalogue_invariants(cat):
             if c.kind in ("busy", "queue", "qbusy", "response", "maxvalue"):
                 assert c.unit == "us", c
     assert cat.entity("discopen").counter("MAX-LOCKWAIT-TIME").kind == "maxvalue"
+    assert cat.entity("diskfile").counter("MAX-LOCKWAIT-TIME").kind == "maxvalue"
+    for e in cat:
+        for c in e.counters:
+            assert c.confidence in ("", *CONFIDENCE)
+            if c.kind == "elapsed":
+                assert c.unit == "us" and e.name in ("sqlproc", "sqlstmt"), c
+            if e.code > 14:  # every row taken from measure-reference.md says how sure it is
+                assert c.confidence, c
+
+
+def test_the_later_catalogue(cat):
+    """The H-, J- and L-series additions: the IPU counters of CPU and PROCESS appended after the
+    1986 counters (a stored record keeps its positions), and the new types with their ids."""
+    cpu = cat.entity("cpu")
+    assert cpu.counter("IPUS").kind == "snapshot"
+    assert cpu.names.index("ipus") > cpu.names.index("ending_sds")
+    for i in range(8):
+        assert [cpu.counter(f"IPU-{n}-{i}").kind for n in ("BUSY-TIME", "DISPATCHES", "QTIME")] == [
+            "busy", "incrementing", "queue"]
+    assert "IPU-BUSY-TIME-8" not in cpu
+    proc = cat.entity("process")
+    assert [proc.counter(n).kind for n in ("IPU-SWITCHES", "IPU-NUM", "IPU-NUM-PREV")] == [
+        "incrementing", "snapshot", "snapshot"]
+    assert proc.names[-3:] == ("ipu_switches", "ipu_num", "ipu_num_prev")
+    stmt = cat.entity("SQLSTMT")
+    assert stmt.id_fields == ("cpu", "pin", "process_name", "program_file_name", "module_name",
+                             "statement_index")
+    assert (stmt.counter("CALLS").kind, stmt.counter("ELAPSED-BUSY-TIME").kind) == ("incrementing", "elapsed")
+    assert cat.entity("CONTROLLER") is cat.entity("servernet") is cat.entity(18)
+    assert cat.entity("diskfile").id_fields == ("cpu", "device_name", "fcb_number", "file_name")
+    assert {c.confidence for c in cat.entity("osscpu").counters} == {"unknown"}
+    assert KINDS[KIND_ELAPSED] == "elapsed" and KIND_ELAPSED == 9  # codes stable: appended
 
 
 # ------------------------------------------------------------------ validation errors
@@ -213,10 +251,19 @@ def test_validation_errors_name_file_line_field(catdir, file, old, new, field, t
     assert text in msg
 
 
+def test_unknown_confidence(catdir):
+    p = catdir / "counters.csv"
+    lines = p.read_text().splitlines()
+    lines[3] += "sure"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CatalogError, match=r"counters.csv, line 4, field 'confidence': unknown confidence 'sure'"):
+        load_catalog(catdir)
+
+
 def test_missing_help(catdir):
     p = catdir / "counters.csv"
     lines = p.read_text().splitlines()
-    lines[3] = lines[3].rsplit(",", 1)[0] + ","  # drop help of data line 4
+    lines[3] = lines[3].rsplit(",", 2)[0] + ",,"  # drop help of data line 4 (before its confidence)
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(CatalogError, match=r"counters.csv, line 4, field 'help': .*required"):
         load_catalog(catdir)

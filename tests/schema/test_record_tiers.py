@@ -531,7 +531,7 @@ def test_the_summed_counters_exist_and_the_others_are_null(conn) -> None:
     sql = conn.execute("SELECT _measure.record_sums_sql(t.type_code, 'x', true, '::bigint') "
                        "FROM _measure.entity_type t WHERE t.entity = 'process'").fetchone()[0]
     parts = sql.removeprefix("ARRAY[").removesuffix("]").replace(", 0)", " 0)").split(", ")
-    assert len(parts) == 37 and parts[0] == "sum(greatest(x[1] 0))::bigint"
+    assert len(parts) == 40 and parts[0] == "sum(greatest(x[1] 0))::bigint"  # 37 + the IPU counters
     assert parts[1] == "NULL::bigint" and parts[6] == "sum(greatest(x[7] 0))::bigint"
 
 

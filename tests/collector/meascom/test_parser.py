@@ -193,6 +193,15 @@ def test_continuation_comma_and_ampersand():
         ("ADD SYSTEM \\WEST, 4", "SYSTEM", [("remote_system", {"remote_system_name": "\\WEST"}),
                                             ("remote_system", {"remote_system": 4})]),
         ("ADD CLUSTER *", "CLUSTER", [("all", {})]),
+        # the H-, J- and L-series types: SQL and OSS name-server processes are specified as
+        # processes, OSSCPU and SERVERNET (CONTROLLER) as CPUs, DISKFILE as files
+        ("ADD SQLSTMT $APPL.SQL.ORDERS", "SQLSTMT", [("program_file", {"program_file_name": "$APPL.SQL.ORDERS"})]),
+        ("ADD SQLPROC 2,40", "SQLPROC", [("cpu_pin", {"cpu": 2, "pin": 40})]),
+        ('ADD OSSNS "/usr/sbin/nsd"', "OSSNS", [("oss_path", {"oss_path": "/usr/sbin/nsd"})]),
+        ("ADD OSSCPU 3", "OSSCPU", [("cpu", {"cpu": 3})]),
+        ("ADD CONTROLLER *", "SERVERNET", [("all", {})]),
+        ("ADD SERVERNET 1", "SERVERNET", [("cpu", {"cpu": 1})]),
+        ("ADD DISKFILE $DATA.*.ORDERS", "DISKFILE", [("file", {"file_name": "$DATA.*.ORDERS"})]),
     ],
 )
 def test_add_entity_forms(text, entity, forms_fields):
