@@ -407,6 +407,7 @@ class HostNode:
         self._threads: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
         self._pending: dict[Any, np.ndarray] = {}   # see _apply_exits
         self._ended: dict[Any, float] = {}          # processes that ended: when
+        self._done: set[Any] = set()                # … and are stopped, while /proc lists them
         self.exits_missing: str | None = None
         if exits == "auto":
             exits = None
@@ -589,6 +590,7 @@ class HostNode:
             if it.peak is not None:
                 st.peak[row] = it.peak
         for key, end in ended.items():      # the kernel reported its exit: it stops at it
+            self._done.add(key)
             slot = st.slot_of.pop(key, None)
             if slot is not None:
                 st.end[st.row_of[slot]] = end
@@ -697,11 +699,15 @@ class HostNode:
         old = self._threads
         threads: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
         ran = 0.0
+        done, self._done = self._done, set()
         for p in _read_processes(self.proc, self.threads):
             f = p.fields
+            key = (p.pid, p.start)
+            if key in done or (f[0] == "Z" and key not in known):
+                self._done.add(key)     # ended (a zombie until its parent reaps it): stopped
+                continue
             busy = (int(f[11]) + int(f[12])) * us
             io = p.io
-            key = (p.pid, p.start)
             ios = (io.get("syscr", 0) + io.get("syscw", 0), io.get("wchar", 0), io.get("rchar", 0))
             it = _Item({}, -1, self._vec("process", {
                 "cpu_busy_time": busy, "ready_time": busy,
