@@ -287,6 +287,9 @@ class Collector:
                   "lag_s": round(self.lag_us / SECOND, 1)}
         if self.mode == "backfill":
             detail["backfill_done"] = round(self.backfill_done, 4)
+        note = getattr(self.node, "queue_note", None)   # the host node: what its queue misses
+        if note:
+            detail["note"] = note
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:
                 conn.execute(

@@ -36,7 +36,9 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
             else f"the collector is backfilling its history ({100 * float(done or 0):.0f} % done); live "
                  "collection follows")
     elif alive:
-        status, detail = "ok", None
+        # what the collector's node says its figures miss (the host node's CPU queue where the
+        # kernel gives no complete source: docs/host-node.md), else nothing to say
+        status, detail = "ok", (row.collector_detail or {}).get("note")
     else:
         status, detail = "degraded", (
             "no collector has started yet (run `measuredb collector`, or `make run`)" if beat is None

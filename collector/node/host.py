@@ -4,10 +4,13 @@
 ``step_us``, ``hooks``, ``advance``), like the simulated :class:`collector.node.Node`, but its
 counters come from the kernel (docs/host-node.md has the mapping of every counter):
 
-* CPU per logical CPU: ``/proc/stat`` (busy, interrupt time), ``/proc/schedstat`` (run delay
-  = CPU-QTIME, timeslices = DISPATCHES) or, where the kernel has no ``/proc/schedstat``
-  (CONFIG_SCHEDSTATS off), the run delay and timeslices of every thread
-  (``/proc/<pid>/task/<tid>/schedstat``) charged to the CPU the thread last ran on;
+* CPU per logical CPU: ``/proc/stat`` (busy, interrupt time), ``/proc/schedstat`` (run time +
+  run delay = CPU-QTIME: the running task is on the ready list, as in the simulated node;
+  timeslices = DISPATCHES) or, where the kernel has no ``/proc/schedstat`` (CONFIG_SCHEDSTATS
+  off), the run time, run delay and timeslices of every thread
+  (``/proc/<pid>/task/<tid>/schedstat``) charged to the CPU the thread last ran on, and of
+  every thread that ended, from the kernel's exit report (collector/node/taskstats.py),
+  charged to the CPU it ended on;
 * DISC per block device (``/proc/diskstats``): DEVICE-QBUSY-TIME from io_ticks, REQUEST-QTIME
   from the weighted time in queue, reads, writes, bytes;
 * LINE per network interface (``/proc/net/dev``): bytes, packets, errors;
@@ -25,10 +28,11 @@ keeps a monotone copy per entity (a counter that goes backwards, e.g. after a wr
 so busy counters are µs busy and queue counters µs × queue length, as MEASURE's.
 
 Entities appear at the start of the step after the reading that first shows them and stop at
-the end of that step (an ENTITY-STOP copy), as the simulated node's transients do. A process
-seen for the first time after the node's first reading counts from its birth; one that ends
-between two readings loses its activity since the earlier one (the kernel keeps nothing of
-it). A CPU that goes offline is a CPU failure to MEASMON and one that comes back a reload.
+the end of that step (an ENTITY-STOP copy), as the simulated node's transients do; a process
+starts at its birth instead (in the step it was born in) and counts from it, and one whose
+exit the kernel reported stops at its exit with its final counters (its last reading's and
+its threads' increase since); without exit reports it loses its activity since its last
+reading. A CPU that goes offline is a CPU failure to MEASMON and one that comes back a reload.
 """
 
 from __future__ import annotations

@@ -186,6 +186,13 @@ class ExitWatch:
             out, self._exits = self._exits, []
         return out
 
+    def cpu_s(self) -> float:
+        """CPU seconds the draining thread has used (the overhead figures)."""
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident or 0))
+        except (OSError, AttributeError):
+            return 0.0
+
     def close(self) -> None:
         self._closed = True
         for s, _ in list(self._by_fd.values()):

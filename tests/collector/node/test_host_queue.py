@@ -1,5 +1,5 @@
 """The host node's CPU queue against an independent reading once a second, on this machine,
-over the same window, under a known load (collector/hostcheck.ChurnLoad: a CPU burner and a
+over the same window, under a known load (ChurnLoad in collector/hostcheck.py: a CPU burner and a
 loop of short-lived processes pinned to one CPU: two tasks or more on its run queue all the
 time, threads ending between any two readings); and a short-lived process's first and last
 intervals. Real time: about 35 s per queue comparison; no timing is asserted.
