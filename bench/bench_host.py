@@ -108,6 +108,7 @@ def overhead(minutes: int) -> tuple[str, bool]:
     slice_bytes = 0
     busy_s = 0.0
     exits_cpu0 = node.exits.cpu_s() if node.exits is not None else 0.0
+    forks0 = _forks()
     for k in range(minutes + 1):
         t = start + k * step
         # the wait for the minute is not the node's work: count CPU time of the work only
@@ -120,6 +121,7 @@ def overhead(minutes: int) -> tuple[str, bool]:
         slice_bytes += sum(map(len, sl.runs)) + sum(map(len, sl.extras))
         busy_s += time.thread_time() - c0
     exits_cpu = (node.exits.cpu_s() if node.exits is not None else 0.0) - exits_cpu0
+    forks = _forks() - forks0
     busy_s += exits_cpu                        # the thread draining the exit reports
     wall = time.monotonic() - wall0
     total_cpu = time.thread_time() - cpu0
@@ -138,7 +140,8 @@ def overhead(minutes: int) -> tuple[str, bool]:
         f"| **share of one core** (target <= 1 %) | **{pct:.3f} %** |",
         f"| /proc readings | {node.readings} |",
         f"| CPU time per /proc reading | {1000 * node.read_cpu_s / max(1, node.readings):.1f} ms |",
-        f"| of which the thread draining the exit reports, per minute | {1000 * exits_cpu / minutes:.1f} ms |",
+        f"| of which the thread draining the exit reports, per minute | {1000 * exits_cpu / minutes:.1f} ms "
+        f"({forks / minutes:.0f} threads and processes created a minute, {1e6 * exits_cpu / max(1, forks):.0f} µs each) |",
         f"| entities: CPUs / discs / lines / processes seen | {node.tables['cpu'].n} / {node.tables['disc'].n} / "
         f"{node.tables['line'].n} / {P.n} |",
         f"| processes / threads on the machine at the end | {int(P.alive[: P.n].sum())} / {threads} |",
@@ -149,6 +152,14 @@ def overhead(minutes: int) -> tuple[str, bool]:
         "",
     ]
     return "\n".join(lines), ok
+
+
+def _forks() -> int:
+    """Threads and processes created since boot (/proc/stat `processes`)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("processes "):
+            return int(line.split()[1])
+    return 0
 
 
 def _cpu_s(pid: int) -> float:

@@ -44,6 +44,7 @@ import socket
 import time
 import zlib
 import zoneinfo
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -418,10 +419,11 @@ class HostNode:
             if self.threads and self.proc == Path("/proc"):
                 exits, self.exits_missing = open_exit_watch(sorted(_read_cpu_times(self.proc, 100)))
         elif exits is None:
-            self.exits_missing = "not asked for"
+            self.exits_missing = "exit reports not asked for"
         self.exits = exits
         self._task_time = 0.0      # Σ CPUs' user + nice + system µs at the latest reading
-        self.task_time_seen = 1.0  # share of it the threads' run time accounted for, last reading
+        self.task_time_seen = 1.0  # share of it the threads' run time accounted for (last 10 readings)
+        self._seen: deque[tuple[float, float]] = deque(maxlen=10)
         self._boot_us = 0.0
         self._reading_at = 0
         self._cpu_down: list[int] = []     # CPU slots gone offline / back online, for the next step
@@ -450,8 +452,8 @@ class HostNode:
         seen = min(1.0, max(0.0, self.task_time_seen))
         return ("CPU-QTIME and process READY-TIME miss threads that end between two readings "
                 f"(no /proc/schedstat; {self.exits_missing}): the threads read accounted for "
-                f"{100 * seen:.0f} % of the CPUs' task time at the latest reading, so the queue "
-                f"is about {100 * (1 - seen):.0f} % low; processes lose their last step")
+                f"{100 * seen:.0f} % of the CPUs' task time over the latest readings, so the queue "
+                f"is up to about {100 * (1 - seen):.0f} % low; processes lose their last step")
 
     # ------------------------------------------------------------------ time
 
@@ -747,7 +749,8 @@ class HostNode:
         self._threads = threads
         task_time = sum(float(it.raw[0] - it.raw[1]) for it in cpus.values())  # busy − interrupts
         if not first and self.threads and task_time > self._task_time:
-            self.task_time_seen = ran / (task_time - self._task_time)
+            self._seen.append((ran, task_time - self._task_time))
+            self.task_time_seen = sum(r for r, _ in self._seen) / sum(t for _, t in self._seen)
         self._task_time = task_time
 
     def _apply_exits(self, out: dict[Any, _Item], cpus: dict[Any, _Item],

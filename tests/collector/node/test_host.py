@@ -545,5 +545,5 @@ def test_queue_note_says_what_is_missed(tmp_path: Path) -> None:
     fake.write()
     rec.mon.run_until(T0 + S)
     assert node.task_time_seen == pytest.approx(0.6)
-    assert node.queue_note is not None and "about 40 % low" in node.queue_note
-    assert "not asked for" in node.queue_note
+    assert node.queue_note is not None and "up to about 40 % low" in node.queue_note
+    assert "exit reports not asked for" in node.queue_note
