@@ -430,7 +430,7 @@ class QueueComparison:
         rows.append(f"| all | {n:.3f} | {r:.3f} | {rel} | {'—' if w is None else f'{w:.3f}'} | {sum(self.busy.values()):.3f} |")
         rows.append("")
         rows.append(f"Node: its threads and exit reports accounted for {100 * self.task_time_seen:.1f} % of the "
-                    "CPUs' task time (/proc/stat user + nice + system) at the last reading.")
+                    "CPUs' task time (/proc/stat user + nice + system) over its last readings.")
         return "\n".join(rows)
 
 
