@@ -268,5 +268,8 @@ def open_exit_watch(cpus: list[int]) -> tuple[ExitWatch | None, str | None]:
         return None, ("taskstats needs CAP_NET_ADMIN (run the collector as root or give it "
                       "CAP_NET_ADMIN)")
     except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return None, ("taskstats refused: the collector must run in the host's PID and user "
+                          "namespaces (a container: pid: host)")
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         return None, f"taskstats exit notifications unavailable ({why})"
