@@ -12,6 +12,12 @@ and the node's own CPU use at 1-minute intervals). Runs
 and compares per CPU busy % (sar: 100 − %idle − %iowait − %steal, the node: CPU-BUSY-TIME),
 per disc utilisation (iostat %util, the node: DEVICE-QBUSY-TIME) and average request queue
 (iostat aqu-sz, the node: REQUEST-QTIME / DELTA-TIME), averaged over the window.
+
+The CPU queue (CPU-QTIME / DELTA-TIME, running and waiting tasks) has its own comparison,
+``measure_queue``: the node against a reading once a second over the same window
+(``QueueSampler``: /proc/schedstat per CPU, or every thread's run + wait and the exit reports
+of the threads that end), under ``ChurnLoad`` (a burner and short-lived processes on one CPU);
+used by tests/collector/node/test_host_queue.py and bench/bench_host.py.
 """
 
 from __future__ import annotations
