@@ -378,6 +378,7 @@ def test_reading_this_machine() -> None:
     assert os.getpid() in pids
     assert node.read_cpu_s < 1.0
     assert np.isfinite(node._state["cpu"].cum_cur).all()
+    node.close()
 
 
 SAR = """Linux 6.1.0 (box) \t2026-11-25 \t_x86_64_\t(2 CPU)
