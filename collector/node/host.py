@@ -522,11 +522,17 @@ class HostNode:
                 span = b - a
                 frac = np.where(span > 0, np.clip((t - a) / np.where(span > 0, span, 1.0), 0.0, 1.0), 1.0)
                 value = st.cum_prev[rows] + (st.cum_cur[rows] - st.cum_prev[rows]) * frac[:, None]
+                inc = value - st.emitted[rows]
+                if e == "cpu":
+                    # a CPU is busy at most the time measured: what /proc/stat's ticks give
+                    # beyond it at a reading (a tick or so) is carried to the next step
+                    for c in ("cpu_busy_time", "intr_busy_time"):
+                        inc[:, st.col[c]] = np.minimum(inc[:, st.col[c]], float(t - t0))
                 measured = table.xptr[slots] >= 0
                 if measured.any():
                     m_rows, m_slots = rows[measured], slots[measured]
                     acc = np.zeros((m_rows.size, st.width))
-                    acc[:, st.cols] = value[measured] - st.emitted[m_rows]
+                    acc[:, st.cols] = inc[measured]
                     peak = np.zeros_like(acc)
                     peak[:, st.cols] = st.peak[m_rows]
                     at = np.array([stopping.get(int(x), t) for x in m_slots], dtype=np.int64)
@@ -535,7 +541,7 @@ class HostNode:
                         order = sel[np.argsort(m_slots[sel], kind="stable")]  # ascending slots, as a node reports
                         self.hooks.xctr(e, m_slots[order], table.xptr[m_slots[order]], acc[order],
                                         np.zeros_like(acc[order]), peak[order], int(when))
-                st.emitted[rows] = value
+                st.emitted[rows] += inc
             for slot, when in stopping.items():
                 table.alive[slot] = False
                 self.hooks.entity_stopped(e, slot, when)

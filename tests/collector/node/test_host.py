@@ -548,3 +548,18 @@ def test_queue_note_says_what_is_missed(tmp_path: Path) -> None:
     assert node.task_time_seen == pytest.approx(0.6)
     assert node.queue_note is not None and "up to about 40 % low" in node.queue_note
     assert "exit reports not asked for" in node.queue_note
+
+
+def test_cpu_busy_is_at_most_the_time_measured(fake: FakeHost) -> None:
+    """/proc/stat counts in ticks: a reading may give a CPU a tick more than the step's length;
+    the node carries it to the next step, so no interval holds more busy time than it lasted."""
+    node = new_node(fake)
+    rec = Recorder(node)
+    fake.cpus[0][0] += 101                 # 1.01 s busy in a 1-s step
+    fake.write()
+    rec.mon.run_until(T0 + S)
+    fake.cpus[0][0] += 50
+    fake.write()
+    rec.mon.run_until(T0 + 2 * S)
+    assert rec.delta("cpu", "cpu_busy_time", to_us=T0 + S, cpu=0) == S
+    assert rec.delta("cpu", "cpu_busy_time", to_us=T0 + 2 * S, cpu=0) == 51 * TICK
