@@ -2,17 +2,24 @@
 and the node's own CPU use.
 
     .venv/bin/python bench/bench_host.py [--interval-s 10] [--count 12] [--overhead-min 3]
+        [--queue-steps 5,60] [--queue-window-s 120]
 
 1. Validation: the host node under MEASMON and `sar -u ALL -P ALL -q` / `iostat -x` over the
    same --count intervals of --interval-s, under a known load (a CPU burner pinned to one CPU, a
    dd writing a file with O_DIRECT). Targets: CPU busy % within 2 points per CPU, disc
    utilisation within 2 points, disc average queue within 10 % (collector/hostcheck.py).
    Skipped, saying so, where sysstat is missing (Debian: apt-get install sysstat).
-2. Overhead: the node, MEASMON measuring every entity (the collector's default measurement),
+2. The CPU queue: the node's CPU-QTIME at --queue-steps step lengths against an independent
+   reading once a second over the same --queue-window-s (collector/hostcheck.py measure_queue:
+   /proc/schedstat per CPU where the kernel has it, else every thread's run + wait and the
+   taskstats exit reports), under a burner and a loop of short-lived processes on one CPU.
+   Target: within 5 % (per CPU with /proc/schedstat, the machine without). Where the kernel has
+   no /proc/schedstat the node is also run without the exit reports, to show what it would miss.
+3. Overhead: the node, MEASMON measuring every entity (the collector's default measurement),
    interval records and the sink's encoding of the slices (everything but the database
    round trip) at 1-minute steps and intervals for --overhead-min minutes, no load: CPU time
    of that work / wall time. Target <= 1 % of one core.
-3. For context, the whole collector process as deployed (`measuredb collector --node host`
+4. For context, the whole collector process as deployed (`measuredb collector --node host`
    against a database: DATABASE_URL, or an embedded server under .data/bench-host) for
    --collector-min minutes: its CPU time (utime + stime of the process) / wall time. This adds
    what every collector does whatever its node: the control plane polled every second, the
@@ -36,7 +43,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore")
 
-from collector.hostcheck import Load, measure_side_by_side, sysstat_missing  # noqa: E402
+from collector.hostcheck import (  # noqa: E402
+    ChurnLoad,
+    Load,
+    measure_queue,
+    measure_side_by_side,
+    sysstat_missing,
+)
 from collector.measure.measmon import Measmon, Measurement  # noqa: E402
 from collector.node.host import SECOND, HostNode, host_topology  # noqa: E402
 from collector.service import default_contab  # noqa: E402
@@ -58,6 +71,29 @@ def validation(interval_s: int, count: int) -> tuple[str, bool]:
     return "\n".join(lines), not bad
 
 
+def queue(steps: list[int], window_s: int) -> tuple[str, bool]:
+    """The node's CPU queue at each step length against a reading once a second, over the same
+    window, under ChurnLoad (a burner and short-lived processes on one CPU); where the kernel
+    has no /proc/schedstat, also the node without the exit reports (what it would miss)."""
+    out, ok = [], True
+    with ChurnLoad() as load:
+        for step in steps:
+            count = max(1, window_s // step)
+            for exits in (True, False):
+                cmp = measure_queue(step, count, load=load, exits=exits)
+                if not exits and cmp.source == "schedstat":
+                    break                      # the exit reports do not matter there
+                bad = cmp.failures()
+                ok = ok and (bad == [] or not exits)
+                what = "with the exit reports" if exits else "without the exit reports (threads read only)"
+                out += [f"CPU queue at {step}-s steps, {count} intervals, node {what}; burner and "
+                        f"short-lived processes on CPU {load.cpu}.", "", cmp.markdown(), "",
+                        "Result: " + ("within 5 %" if not bad else "OUT OF 5 %: " + "; ".join(bad)), ""]
+                if cmp.note:
+                    out += [f"The node's note (/health): {cmp.note}", ""]
+    return "\n".join(out), ok
+
+
 def overhead(minutes: int) -> tuple[str, bool]:
     catalog = load_catalog()
     topo = host_topology()
@@ -71,6 +107,8 @@ def overhead(minutes: int) -> tuple[str, bool]:
     mon.add(Measurement(1, "DEFAULT", default_contab(topo), start_us=start, interval_us=step))
     slice_bytes = 0
     busy_s = 0.0
+    exits_cpu0 = node.exits.cpu_s() if node.exits is not None else 0.0
+    forks0 = _forks()
     for k in range(minutes + 1):
         t = start + k * step
         # the wait for the minute is not the node's work: count CPU time of the work only
@@ -82,6 +120,9 @@ def overhead(minutes: int) -> tuple[str, bool]:
         sl = pipeline.take(t)
         slice_bytes += sum(map(len, sl.runs)) + sum(map(len, sl.extras))
         busy_s += time.thread_time() - c0
+    exits_cpu = (node.exits.cpu_s() if node.exits is not None else 0.0) - exits_cpu0
+    forks = _forks() - forks0
+    busy_s += exits_cpu                        # the thread draining the exit reports
     wall = time.monotonic() - wall0
     total_cpu = time.thread_time() - cpu0
     measured_wall = minutes * 60.0
@@ -99,6 +140,8 @@ def overhead(minutes: int) -> tuple[str, bool]:
         f"| **share of one core** (target <= 1 %) | **{pct:.3f} %** |",
         f"| /proc readings | {node.readings} |",
         f"| CPU time per /proc reading | {1000 * node.read_cpu_s / max(1, node.readings):.1f} ms |",
+        f"| of which the thread draining the exit reports, per minute | {1000 * exits_cpu / minutes:.1f} ms "
+        f"({forks / minutes:.0f} threads and processes created a minute, {1e6 * exits_cpu / max(1, forks):.0f} µs each) |",
         f"| entities: CPUs / discs / lines / processes seen | {node.tables['cpu'].n} / {node.tables['disc'].n} / "
         f"{node.tables['line'].n} / {P.n} |",
         f"| processes / threads on the machine at the end | {int(P.alive[: P.n].sum())} / {threads} |",
@@ -109,6 +152,14 @@ def overhead(minutes: int) -> tuple[str, bool]:
         "",
     ]
     return "\n".join(lines), ok
+
+
+def _forks() -> int:
+    """Threads and processes created since boot (/proc/stat `processes`)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("processes "):
+            return int(line.split()[1])
+    return 0
 
 
 def _cpu_s(pid: int) -> float:
@@ -165,10 +216,18 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--overhead-min", type=int, default=3)
     ap.add_argument("--collector-min", type=int, default=3)
+    ap.add_argument("--queue-steps", default="5,60", help="step lengths (s) of the CPU queue check; '' skips it")
+    ap.add_argument("--queue-window-s", type=int, default=120)
     args = ap.parse_args()
-    print("### The host node against sysstat, and its overhead (bench_host.py)\n")
+    print("### The host node against sysstat, its CPU queue, and its overhead (bench_host.py)\n")
+    print(f"Load average at the start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}\n")
     text, ok1 = validation(args.interval_s, args.count)
     print(text, flush=True)
+    steps = [int(x) for x in args.queue_steps.split(",") if x.strip()]
+    if steps:
+        text, ok3 = queue(steps, args.queue_window_s)
+        print(text, flush=True)
+        ok1 = ok1 and ok3
     text, ok2 = overhead(args.overhead_min)
     print(text, flush=True)
     if args.collector_min > 0:

@@ -297,6 +297,9 @@ class Collector:
             detail["backfill_done"] = round(self.backfill_done, 4)
             if self.backfill_left_s is not None:
                 detail["backfill_left_s"] = round(self.backfill_left_s)
+        note = getattr(self.node, "queue_note", None)   # the host node: what its queue misses
+        if note:
+            detail["note"] = note
         assert self.state is not None, "registered first"
         try:
             with psycopg.connect(self.url, connect_timeout=3) as conn:

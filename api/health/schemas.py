@@ -36,5 +36,7 @@ class HealthRead(BaseModel):
     collector_mode: str | None = Field(default=None, description="the latest heartbeat's mode: starting, "
                                                                  "backfill, live, or stopped (its last "
                                                                  "beat, when it ended)")
-    detail: str | None = None
+    detail: str | None = Field(default=None, description="why the status is not ok; when ok, what the "
+                                                     "collector's figures miss, if anything (e.g. a host "
+                                                     "node whose CPU queue misses ended threads, and how much)")
     cache: CacheStatsRead | None = Field(default=None, description="null when the cache is off")

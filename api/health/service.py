@@ -31,6 +31,8 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
     stopped = row.collector_mode == "stopped"  # its last beat, when it ended (a backfill, Ctrl-C)
     alive = age is not None and age <= stale_seconds and not stopped
     starting = row.collector_mode in STARTING and age is not None and age <= STARTING_STALE_S
+    status: str
+    detail: str | None
     if starting:
         done = (row.collector_detail or {}).get("backfill_done")
         left = (row.collector_detail or {}).get("backfill_left_s")
@@ -39,7 +41,9 @@ def health(engine: Engine, *, stale_seconds: float) -> HealthRead:
             else f"the collector is backfilling its history ({100 * float(done or 0):.0f} % done"
                  + ("" if left is None else f", about {float(left):.0f} s left") + "); live collection follows")
     elif alive:
-        status, detail = "ok", None
+        # what the collector's node says its figures miss (the host node's CPU queue where the
+        # kernel gives no complete source: docs/host-node.md), else nothing to say
+        status, detail = "ok", (row.collector_detail or {}).get("note") or None
     else:
         status, detail = "degraded", (
             "no collector has started yet (run `measuredb collector`, or `make run`)" if beat is None

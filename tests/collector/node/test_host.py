@@ -13,6 +13,7 @@ from collector.measure.contab import ContabBuilder
 from collector.measure.copies import IntervalBuilder
 from collector.measure.measmon import COPY_ENTITY_STOP, COPY_START, Measmon, Measurement
 from collector.node.host import HostNode, host_topology, is_host_node, system_name_for
+from collector.node.taskstats import ThreadExit
 from core.catalog import load_catalog
 
 S = 1_000_000
@@ -31,6 +32,8 @@ class FakeHost:
         self.now = T0
         self.cpus = {0: [100, 0, 50, 1000, 5, 2, 3], 1: [10, 0, 5, 2000, 0, 0, 0]}
         self.sched = {0: [5_000_000, 40], 1: [1_000_000, 20]} if schedstat else None
+        self.sched_run = {0: 123, 1: 123}     # ns tasks ran on each CPU (rq_cpu_time)
+        self.uptime: float | None = None      # seconds since boot at T0 (None: no /proc/uptime)
         self.discs = {"sda": [100, 0, 800, 50, 40, 0, 320, 90, 0, 120, 300],
                       "sda1": [99, 0, 792, 50, 40, 0, 320, 90, 0, 119, 299],
                       "loop0": [0] * 11}
@@ -74,7 +77,10 @@ class FakeHost:
             sched.unlink(missing_ok=True)
         else:
             sched.write_text("version 15\ntimestamp 1\n" + "".join(
-                f"cpu{c} 0 0 0 0 0 0 123 {w} {n}\ndomain0 3 0 0 0\n" for c, (w, n) in self.sched.items()))
+                f"cpu{c} 0 0 0 0 0 0 {self.sched_run[c]} {w} {n}\ndomain0 3 0 0 0\n"
+                for c, (w, n) in self.sched.items()))
+        if self.uptime is not None:
+            (self.proc / "uptime").write_text(f"{self.uptime + (self.now - T0) / S:.2f} 0.00\n")
         (self.proc / "diskstats").write_text("".join(
             f"   8       {i} {d} " + " ".join(map(str, v + [0, 0, 0, 0])) + "\n"
             for i, (d, v) in enumerate(self.discs.items())))
@@ -99,12 +105,13 @@ class FakeHost:
                                   "read_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n")
             if p["exe"] and not (d / "exe").is_symlink():
                 os.symlink(p["exe"], d / "exe")
-            for tid, (cpu, delay, slices) in p["threads"].items():
+            for tid, (cpu, delay, slices, *run) in p["threads"].items():
                 t = d / "task" / str(tid)
                 t.mkdir(exist_ok=True)
-                (t / "stat").write_text(self._stat(tid, p["comm"], "S", 1, 0, 0, 0, 0, 0, 0,
+                own = (p["minflt"], p["majflt"]) if tid == pid else (0, 0)   # the main thread's faults
+                (t / "stat").write_text(self._stat(tid, p["comm"], "S", 1, 0, *own, 0, 0, 0,
                                                    p["start"] if tid == pid else p["start"] + 1, cpu))
-                (t / "schedstat").write_text(f"0 {delay} {slices}\n")
+                (t / "schedstat").write_text(f"{run[0] if run else 0} {delay} {slices}\n")
 
 
 def new_node(fake: FakeHost, **kw) -> HostNode:
@@ -197,6 +204,7 @@ def test_exact_counter_deltas(fake: FakeHost) -> None:
     c0 = fake.cpus[0]
     c0[0] += 50; c0[2] += 10; c0[5] += 5; c0[6] += 5; c0[3] += 30   # user, system, irq, softirq, idle  # noqa: E702
     fake.sched[0] = [5_000_000 + 250_000_000, 40 + 1000]
+    fake.sched_run[0] += 600_000_000
     d = fake.discs["sda"]
     d[0] += 10; d[2] += 80; d[3] += 30; d[4] += 5; d[6] += 16; d[7] += 20; d[8] = 3; d[9] += 400; d[10] += 800  # noqa: E702
     fake.nets["eth0"] = [11_000, 30, 1, 6_000, 15, 2]
@@ -210,7 +218,8 @@ def test_exact_counter_deltas(fake: FakeHost) -> None:
     t = T0 + S
     assert rec.delta("cpu", "cpu_busy_time", to_us=t, cpu=0) == 70 * TICK
     assert rec.delta("cpu", "intr_busy_time", to_us=t, cpu=0) == 10 * TICK
-    assert rec.delta("cpu", "cpu_qtime", to_us=t, cpu=0) == 250_000          # µs × ready-queue length
+    # µs × ready-queue length, the running task counted: run time + run delay
+    assert rec.delta("cpu", "cpu_qtime", to_us=t, cpu=0) == 600_000 + 250_000
     assert rec.delta("cpu", "dispatches", to_us=t, cpu=0) == 1000
     assert rec.delta("cpu", "cpu_busy_time", to_us=t, cpu=1) == 0
     kw = {"to_us": t, "device_name": "$SDA"}
@@ -369,6 +378,7 @@ def test_reading_this_machine() -> None:
     assert os.getpid() in pids
     assert node.read_cpu_s < 1.0
     assert np.isfinite(node._state["cpu"].cum_cur).all()
+    node.close()
 
 
 SAR = """Linux 6.1.0 (box) \t2026-11-25 \t_x86_64_\t(2 CPU)
@@ -405,3 +415,151 @@ def test_sysstat_outputs_are_read() -> None:
     assert cmp.failures() == ["CPU 1: busy 6.00 % (node) vs 3.80 % (sar)",
                               "disc vda: average queue 1.250 (node) vs 1.100 (iostat aqu-sz)"]
     assert "| CPU 0 busy % | 99.00 | 99.60 (sar) | -0.60 pt |" in cmp.markdown()
+
+
+# ----------------------------------------------------------------- births, exits, the queue
+
+class FakeExits:
+    """Thread exit reports handed to the node at its next reading (as taskstats sends them)."""
+
+    def __init__(self) -> None:
+        self.queued: list[ThreadExit] = []
+        self.lost = 0
+
+    def take(self) -> list[ThreadExit]:
+        out, self.queued = self.queued, []
+        return out
+
+
+def exit_of(tid: int, *, tgid: int, start_ticks: int, ended_us: int, cpu: int = 0, last: bool = True,
+            run_us: float = 0.0, delay_us: float = 0.0, slices: float = 0.0, faults: float = 0.0,
+            io: tuple[float, float, float] = (0.0, 0.0, 0.0), uptime_t0: float = 1000.0) -> ThreadExit:
+    """An exit report of a thread that began start_ticks after the fake host's boot."""
+    boot_us = T0 - int(uptime_t0 * S)
+    start_us = boot_us + start_ticks * TICK
+    return ThreadExit(cpu=cpu, tid=tid, tgid=tgid, last_of_process=last, start_s=start_us // S,
+                      elapsed_us=ended_us - start_us, seen_us=ended_us, run_us=run_us,
+                      delay_us=delay_us, slices=slices, busy_us=run_us, faults=faults,
+                      syscalls=io[0], wchar=io[1], rchar=io[2])
+
+
+def ticks_at(us: int, uptime_t0: float = 1000.0) -> int:
+    """The start time (clock ticks after boot) of a process born at wall-clock µs `us`."""
+    return round((us - T0) / TICK + uptime_t0 * HZ)
+
+
+def test_cpu_queue_counts_the_running_task(tmp_path: Path) -> None:
+    """Without /proc/schedstat the queue is the threads' run time + run delay (the running
+    task is on MEASURE's ready list, as in the simulated node: CPU-QTIME = Σ READY-TIME)."""
+    fake = FakeHost(tmp_path, schedstat=False)
+    node = new_node(fake)
+    rec = Recorder(node)
+    p = fake.procs[100]
+    p["threads"][100] = (0, 2_000_000 + 300_000_000, 30 + 7, 500_000_000)   # ran 500 ms, waited 300
+    fake.write()
+    rec.mon.run_until(T0 + S)
+    assert rec.delta("cpu", "cpu_qtime", to_us=T0 + S, cpu=0) == 800_000
+
+
+def test_a_new_process_starts_at_its_birth(fake: FakeHost) -> None:
+    """Its first interval begins when it was born, never at the previous sample; one born
+    after a step's end (the reading came late) starts in the next step with all it did."""
+    fake.uptime = 1000.0
+    fake.write()
+    node = new_node(fake)
+    rec = Recorder(node)
+    fake.now = T0 + 400_000
+    fake.add_process(300, "early", start=ticks_at(T0 + 400_000), utime=30, threads={300: (1, 0, 1)})
+    fake.now = T0 + S + 100_000
+    fake.add_process(301, "late", start=ticks_at(T0 + S + 100_000), utime=2, threads={301: (1, 0, 1)})
+    fake.write()
+    node.sleep = lambda s: None                     # the reading is at T0 + 1.1 s
+    rec.mon.run_until(T0 + S)
+    T = node.tables["process"]
+    slot = {T.id_of(s)["pin"]: s for s in range(T.n)}
+    starts = {int(c.slots[0]): c.at_us for c in rec.copies if c.entity == "process" and c.kind == COPY_START
+              and T.transient[int(c.slots[0])]}
+    assert starts == {slot[300]: T0 + 400_000}      # born at 0.4 s: its record starts there
+    # what it did by the reading (1.1 s), spread from its birth: 0.6 of 0.7 s in this step
+    assert rec.delta("process", "cpu_busy_time", to_us=T0 + S, pin=300) == pytest.approx(30 * TICK * 6 / 7, abs=1)
+    fake.now = T0 + 2 * S
+    fake.write()
+    rec.mon.run_until(T0 + 2 * S)
+    starts = {int(c.slots[0]): c.at_us for c in rec.copies if c.entity == "process" and c.kind == COPY_START
+              and T.transient[int(c.slots[0])]}
+    assert starts[slot[301]] == T0 + S + 100_000
+    assert rec.delta("process", "cpu_busy_time", to_us=T0 + 2 * S, pin=301) == 2 * TICK
+
+
+def test_an_ended_process_keeps_its_last_step(tmp_path: Path) -> None:
+    """Its final counters come from the kernel's exit report (what it did since its last
+    reading: run time, run delay, faults, I/O), it stops at its exit, and the CPU it ended on
+    gets its queue time (no /proc/schedstat here)."""
+    fake = FakeHost(tmp_path, schedstat=False)
+    fake.uptime = 1000.0
+    exits = FakeExits()
+    fake.add_process(200, "job", start=ticks_at(T0 - 5 * S), utime=100, minflt=10, io=(500, 200, 7, 3),
+                     threads={200: (1, 1_000_000, 5, 1_000_000_000)})
+    fake.write()
+    node = new_node(fake, exits=exits)
+    rec = Recorder(node)
+    fake.now = T0 + S
+    p = fake.procs[200]
+    p["utime"] += 50; p["threads"][200] = (1, 3_000_000, 9, 1_500_000_000)  # noqa: E702
+    fake.write()
+    rec.mon.run_until(T0 + S)
+    assert rec.delta("process", "cpu_busy_time", to_us=T0 + S, pin=200) == 50 * TICK
+    # it runs 300 ms more, waits 100 ms, faults 4 times, reads 1000 bytes, and ends at 1.2 s
+    del fake.procs[200]
+    fake.now = T0 + 2 * S
+    fake.write()
+    exits.queued.append(exit_of(200, tgid=200, start_ticks=ticks_at(T0 - 5 * S), ended_us=T0 + 1_200_000,
+                                cpu=0, run_us=1_800_000, delay_us=3_000 + 100_000, slices=12, faults=14,
+                                io=(7 + 3 + 2, 200, 500 + 1000)))
+    rec.mon.run_until(T0 + 2 * S)
+    T = node.tables["process"]
+    slot = next(s for s in range(T.n) if T.id_of(s)["pin"] == 200)
+    stops = [c.at_us for c in rec.copies if c.entity == "process" and c.kind == COPY_ENTITY_STOP
+             and slot in c.slots]
+    assert stops == [T0 + 1_200_000]
+    kw = {"to_us": T0 + 1_200_000, "pin": 200}            # its last interval ends at its exit
+    assert rec.delta("process", "cpu_busy_time", **kw) == 300_000
+    assert rec.delta("process", "ready_time", **kw) == 400_000
+    assert rec.delta("process", "dispatches", **kw) == 3
+    assert rec.delta("process", "page_faults", **kw) == 4
+    assert rec.delta("process", "returned_bytes", **kw) == 1000
+    assert rec.delta("process", "messages_sent", **kw) == 2
+    # the CPU it ended on: its run time + run delay since its last reading
+    assert rec.delta("cpu", "cpu_qtime", to_us=T0 + 2 * S, cpu=0) == 400_000
+    assert node.queue_note is None
+
+
+def test_queue_note_says_what_is_missed(tmp_path: Path) -> None:
+    """No /proc/schedstat and no exit reports: the node says what its queue misses, and how
+    much (the share of the CPUs' task time its threads accounted for)."""
+    fake = FakeHost(tmp_path, schedstat=False)
+    node = new_node(fake, exits=None)
+    rec = Recorder(node)
+    fake.cpus[0][0] += 100                                # 1 s of task time on CPU 0 …
+    p = fake.procs[100]
+    p["threads"][100] = (0, 2_000_000, 31, 600_000_000)  # … of which live threads ran 0.6 s
+    fake.write()
+    rec.mon.run_until(T0 + S)
+    assert node.task_time_seen == pytest.approx(0.6)
+    assert node.queue_note is not None and "up to about 40 % low" in node.queue_note
+    assert "exit reports not asked for" in node.queue_note
+
+
+def test_cpu_busy_is_at_most_the_time_measured(fake: FakeHost) -> None:
+    """/proc/stat counts in ticks: a reading may give a CPU a tick more than the step's length;
+    the node carries it to the next step, so no interval holds more busy time than it lasted."""
+    node = new_node(fake)
+    rec = Recorder(node)
+    fake.cpus[0][0] += 101                 # 1.01 s busy in a 1-s step
+    fake.write()
+    rec.mon.run_until(T0 + S)
+    fake.cpus[0][0] += 50
+    fake.write()
+    rec.mon.run_until(T0 + 2 * S)
+    assert rec.delta("cpu", "cpu_busy_time", to_us=T0 + S, cpu=0) == S
+    assert rec.delta("cpu", "cpu_busy_time", to_us=T0 + 2 * S, cpu=0) == 51 * TICK
