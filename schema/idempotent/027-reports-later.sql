@@ -5,7 +5,10 @@
 --
 -- Intervals: those starting in [p_from, p_to). A counter record measured by several
 -- measurements (a shared CPU or statement record) counts once per interval: the copy of the
--- lowest measurement id, unless p_measurement names one.
+-- lowest measurement id, unless p_measurement names one. A record is its entity and its
+-- allocation time (record_at): two incarnations of an entity in one interval (late data of a
+-- restarted CPU) both count. (Keyed by entity and start only, the copy kept was whichever the
+-- engine read first, and TimescaleDB and plain PostgreSQL differed: tests/test_engines.py.)
 
 -- The interval records of one entity type in a window, one copy of each (see above), with
 -- the counters of the names asked for, in that order (NULL for a name the type lacks).
@@ -18,13 +21,13 @@ LANGUAGE sql STABLE AS $$
     pos AS (SELECT array_agg(d.position ORDER BY n.o) AS p
               FROM unnest(p_counters) WITH ORDINALITY n (counter, o)
               LEFT JOIN _measure.counter_def d ON d.entity = p_entity AND d.counter = n.counter)
-    SELECT DISTINCT ON (x.entity_id, x.from_at) x.entity_id, x.cpu, x.from_at, x.delta_us,
+    SELECT DISTINCT ON (x.entity_id, x.record_at, x.from_at) x.entity_id, x.cpu, x.from_at, x.delta_us,
            ARRAY(SELECT x.c[x.i][q.p] FROM unnest(pos.p) WITH ORDINALITY q (p, o) ORDER BY q.o)
       FROM t CROSS JOIN pos
      CROSS JOIN LATERAL _measure.intervals(p_system, t.type_code, p_from, p_to) x
      WHERE x.from_at >= p_from AND x.from_at < p_to
        AND (p_measurement IS NULL OR x.measurement_id = p_measurement)
-     ORDER BY x.entity_id, x.from_at, x.measurement_id
+     ORDER BY x.entity_id, x.record_at, x.from_at, x.measurement_id
 $$;
 GRANT EXECUTE ON FUNCTION _measure.window_counters(smallint, text, timestamptz, timestamptz, integer, text[])
     TO measure_writer;
