@@ -211,6 +211,32 @@ def _iostat_averages(text: str) -> tuple[dict[str, float], dict[str, float]]:
             {k: float(np.mean(v)) for k, v in queue.items()})
 
 
+class Recorder:
+    """A node measured as the collector measures it: MEASMON with one measurement of every
+    entity of `entities` from start_us at interval_us, its copies (``copies``) and the interval
+    records made of them (``batches``), for the comparisons here and their tests."""
+
+    def __init__(self, node: Any, catalog: Any, entities: tuple[str, ...], start_us: int,
+                 interval_us: int) -> None:
+        self.builder = IntervalBuilder(catalog)
+        self.copies: list[Any] = []
+        self.batches: list[Any] = []
+        self.mon = Measmon(node, self._sink, catalog=catalog)
+        contab = ContabBuilder()
+        for entity in entities:
+            contab.add(entity, None)
+        self.mon.add(Measurement(1, "CHECK", contab.build(), start_us=start_us, interval_us=interval_us))
+
+    def _sink(self, copy: Any) -> None:
+        self.copies.append(copy)
+        b = self.builder.on_copy(copy)
+        if b is not None and len(b):
+            self.batches.append(b)
+
+    def run_until(self, t_us: int) -> None:
+        self.mon.run_until(t_us)
+
+
 def measure_side_by_side(interval_s: int, count: int, *, load: Load | None = None,
                          warmup_s: float = 3.0) -> Comparison:
     """Run the host node and sysstat over the same `count` intervals (see the module doc)."""
@@ -229,20 +255,9 @@ def measure_side_by_side(interval_s: int, count: int, *, load: Load | None = Non
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     catalog = load_catalog()
     node = HostNode(start_us=start, step_us=interval_s * SECOND, catalog=catalog)
-    builder = IntervalBuilder(catalog)
-    batches = []
-
-    def sink(copy):
-        b = builder.on_copy(copy)
-        if b is not None and len(b):
-            batches.append(b)
-
-    mon = Measmon(node, sink, catalog=catalog)
-    contab = ContabBuilder()
-    contab.add("cpu", None)
-    contab.add("disc", None)
-    mon.add(Measurement(1, "CHECK", contab.build(), start_us=start, interval_us=interval_s * SECOND))
-    mon.run_until(start + count * interval_s * SECOND)
+    rec = Recorder(node, catalog, ("cpu", "disc"), start, interval_s * SECOND)
+    rec.run_until(start + count * interval_s * SECOND)
+    batches = rec.batches
     node.close()
     sar_out, sar_err = sar.communicate(timeout=interval_s + 30)
     io_out, io_err = iostat.communicate(timeout=interval_s + 30)
@@ -479,19 +494,9 @@ def measure_queue(interval_s: int, count: int, *, load: ChurnLoad | None = None,
     catalog = load_catalog()
     node = HostNode(start_us=start, step_us=grid, catalog=catalog, exits="auto" if exits else None)
     sampler = QueueSampler(start, end).start()
-    builder = IntervalBuilder(catalog)
-    batches = []
-
-    def sink(copy):
-        b = builder.on_copy(copy)
-        if b is not None and len(b):
-            batches.append(b)
-
-    mon = Measmon(node, sink, catalog=catalog)
-    contab = ContabBuilder()
-    contab.add("cpu", None)
-    mon.add(Measurement(1, "QUEUE", contab.build(), start_us=start, interval_us=grid))
-    mon.run_until(end)
+    rec = Recorder(node, catalog, ("cpu",), start, grid)
+    rec.run_until(end)
+    batches = rec.batches
     node.close()
     sampler.join()
     cpus = node.tables["cpu"]

@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.hostcheck import ChurnLoad, measure_queue
-from collector.measure.contab import ContabBuilder
-from collector.measure.copies import IntervalBuilder
-from collector.measure.measmon import COPY_ENTITY_STOP, COPY_START, Measmon, Measurement
+from collector.hostcheck import ChurnLoad, Recorder, measure_queue
+from collector.measure.measmon import COPY_ENTITY_STOP, COPY_START
 from collector.node.host import SECOND, HostNode
 from collector.node.taskstats import open_exit_watch
 from core.catalog import load_catalog
@@ -92,19 +90,8 @@ def test_a_short_lived_process_has_its_first_and_last_step() -> None:
     catalog = load_catalog()
     start = (time.time_ns() // 1000 // SECOND + 2) * SECOND
     node = HostNode(start_us=start, step_us=SECOND, catalog=catalog)
-    builder = IntervalBuilder(catalog)
-    copies, batches = [], []
-
-    def sink(copy):
-        copies.append(copy)
-        b = builder.on_copy(copy)
-        if b is not None and len(b):
-            batches.append(b)
-
-    mon = Measmon(node, sink, catalog=catalog)
-    contab = ContabBuilder()
-    contab.add("process", None)
-    mon.add(Measurement(1, "P", contab.build(), start_us=start, interval_us=SECOND))
+    mon = Recorder(node, catalog, ("process",), start, SECOND)
+    copies, batches = mon.copies, mon.batches
     mon.run_until(start + SECOND)
     time.sleep(max(0.0, (start + SECOND + 400_000 - time.time_ns() // 1000) / SECOND))
     born = time.time_ns() // 1000
