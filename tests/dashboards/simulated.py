@@ -7,6 +7,10 @@ week-workload.yaml (collector/node), MEASURE's default measurement of every enti
 `Collector.backfill`). A week at 15-minute steps takes ~15 s: DebitCredit events are the cost,
 hence a small node at a few transactions per second.
 
+Beside it, two night hours of the shipped node ``today`` (\\TODAY, collector/node/later.py) at
+the end of the week: the IPU counters and the H-, J- and L-series entity types the sql-ipu
+dashboard reads (a few seconds; after the week, so the week's first breaches stay \\DASH's).
+
 What the simulation gives by itself: every entity type the panels read, and CPU 0 past the
 default busy and queue limits in the busiest afternoon hours. What is staged afterwards, as an
 analyst would (system thresholds of \\DASH, _measure.threshold): a DISC busy_max and a LINE
@@ -35,6 +39,8 @@ START = datetime(2024, 5, 6, 0, 0, tzinfo=UTC)  # a Monday (02:00 in Amsterdam)
 DAYS = 7
 STEP_S = 900
 SEED = 1986
+TODAY_START = START + timedelta(days=DAYS - 1, hours=2)  # \TODAY: two night hours
+TODAY_HOURS = 2
 
 # (entity, item, operator, percentile of the week's hourly values)
 STAGED = (("disc", "busy_max", ">", 0.9), ("line", "write_busy_max", ">", 0.9),
@@ -52,6 +58,12 @@ def populate(url: str, data_dir: Path) -> int:
     c.backfill(to_us(START + timedelta(days=DAYS)))
     c.close()
     assert c.writer.durable_until_us == to_us(START) + DAYS * 86400 * SECOND, "the week was not stored"
+    today = Collector(settings.model_copy(update={"node": "today", "workload": None,
+                                                  "spool_dir": data_dir / "spool-today"}), url)
+    today.register(epoch_us=to_us(TODAY_START))
+    today.build()
+    today.backfill(to_us(TODAY_START + timedelta(hours=TODAY_HOURS)))
+    today.close()
     with psycopg.connect(url) as conn:
         for entity, item, op, pct in STAGED:
             conn.execute(

@@ -45,7 +45,7 @@ RANGES = {  # one range per tier measure.dashboard_tier picks
 def test_there_are_dashboards() -> None:
     stems = {f.stem for f in FILES}
     assert {"threshold", "cpu-trend", "cpu", "disc", "lines", "processes", "tmf", "user-counters",
-            "transaction-resource"} <= stems
+            "transaction-resource", "sql-ipu"} <= stems
 
 
 # ------------------------------------------------------------------ the JSON
@@ -138,7 +138,8 @@ def test_reads_only_known_measure_objects(q: Query, catalog: dict) -> None:
     sql = expand(q.sql, WEEK, variables={"system": "\\DASH", "cpu": ["0"], "shift": ["1"],
                                          "volume": ["$X"], "line": ["$X"], "process": ["$X"],
                                          "capacity": "70", "min_cpu_seconds": "600", "max_priority": "200",
-                                         "txprocess": "", "count_counter": "TRANS", "queue_counter": "Q"},
+                                         "txprocess": "", "count_counter": "TRANS", "queue_counter": "Q",
+                                         "top": "10"},
                  multi=["cpu", "shift", "volume", "line", "process"])
     refs = _Refs()
     refs(pglast.parse_sql(sql))
