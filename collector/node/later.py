@@ -90,6 +90,8 @@ from typing import Any
 
 import numpy as np
 
+from collector.node.extras import grow_fields
+
 __all__ = ["MIGRATE_P", "REBALANCE", "Later", "wanted"]
 
 MIGRATE_P = 0.1  # per step, a process that ran moves to another IPU with this probability
@@ -349,13 +351,9 @@ class Later:
         if n <= self._pcap:
             return
         cap = max(n, 2 * self._pcap, 64)
-        for name, fill in (("p_ipu", 0), ("p_prev", 0), ("p_sw", 0.0), ("p_busy", 0.0),
-                           ("p_msgs", 0.0), ("p_oss", False), ("p_ss", -1),
-                           ("p_sp", -1)):  # fmt: skip
-            old = getattr(self, name)
-            new = np.full(cap, fill, dtype=old.dtype)
-            new[: old.size] = old
-            setattr(self, name, new)
+        fields = (("p_ipu", 0), ("p_prev", 0), ("p_sw", 0.0), ("p_busy", 0.0), ("p_msgs", 0.0),
+                  ("p_oss", False), ("p_ss", -1), ("p_sp", -1))  # fmt: skip
+        grow_fields(self, fields, cap)
         self._pcap = cap
 
     def _grow_ss(self, n: int) -> None:
@@ -366,19 +364,11 @@ class Later:
 
     def _sync(self, at: int, notify: bool) -> None:
         """New processes: their IPU, their SQL elements, OSS; stopped ones: stop those."""
-        node = self.node
-        P = node.tables["process"]
+        P = self.node.tables["process"]
         self._grow(P.n)
-        hooks = node.hooks
         if notify:
-            for T, first, count in ((self.SS, self.p_ss, self._nstmt), (self.SP, self.p_sp, None)):
-                gone = np.flatnonzero((first[: P.n] >= 0) & ~P.alive[: P.n])
-                for s in gone.tolist():
-                    k = count(s) if count is not None else 1
-                    for slot in range(int(first[s]), int(first[s]) + k):
-                        T.alive[slot] = False
-                        hooks.entity_stopped(T.name, slot, at)
-                    first[s] = -1
+            self._stop_sql(P, at)
+        hooks = self.node.hooks
         for s in range(self._known, P.n):
             if P.alive[s]:
                 self._add(s, at, notify)
@@ -400,6 +390,17 @@ class Later:
                 self.ns_slot[ns], self.ns_proc[ns] = slot, s
                 if notify:
                     hooks.entity_started("ossns", slot, at)
+
+    def _stop_sql(self, P: Any, at: int) -> None:
+        """The SQLSTMT and SQLPROC elements of the processes that stopped."""
+        for T, first, count in ((self.SS, self.p_ss, self._nstmt), (self.SP, self.p_sp, None)):
+            gone = np.flatnonzero((first[: P.n] >= 0) & ~P.alive[: P.n])
+            for s in gone.tolist():
+                k = count(s) if count is not None else 1
+                for slot in range(int(first[s]), int(first[s]) + k):
+                    T.alive[slot] = False
+                    self.node.hooks.entity_stopped(T.name, slot, at)
+                first[s] = -1
 
     def _nstmt(self, s: int) -> int:
         node = self.node
