@@ -1,5 +1,5 @@
 """A database with schema/ applied (plain branch) and a simulated week of \\DASH (simulated.py),
-shared by the dashboard tests of this folder."""
+shared by the dashboard tests of this folder; two hours of \\TODAY in another (sql-ipu)."""
 
 from __future__ import annotations
 
@@ -38,12 +38,32 @@ def dash_db(fresh_database, tmp_path_factory) -> str:
     return url
 
 
-@pytest.fixture
-def reader(dash_db: str):
+@pytest.fixture(scope="session")
+def today_dash_db(fresh_database, tmp_path_factory) -> str:
+    """Two hours of \\TODAY (simulated.populate_today) for the sql-ipu dashboard."""
+    url = fresh_database("_dash_today")
+    schema_runner.apply(url, mode=MODE)
+    with psycopg.connect(url) as conn:
+        conn.execute(TIME_BUCKET_SHIM)
+    simulated.populate_today(url, tmp_path_factory.mktemp("dash-today-collector"))
+    return url
+
+
+def read_only(url: str):
     """A connection acting as Grafana does: role measure_reader, read-only transactions."""
-    with psycopg.connect(dash_db) as conn:
+    with psycopg.connect(url) as conn:
         conn.execute("SET ROLE measure_reader")
         conn.execute("SET default_transaction_read_only = on")
         conn.commit()
         yield conn
         conn.rollback()
+
+
+@pytest.fixture
+def reader(dash_db: str):
+    yield from read_only(dash_db)
+
+
+@pytest.fixture
+def today_reader(today_dash_db: str):
+    yield from read_only(today_dash_db)
