@@ -26,12 +26,18 @@ $$;
 """
 
 
-@pytest.fixture(scope="session")
-def dash_db(fresh_database, tmp_path_factory) -> str:
-    url = fresh_database("_dash")
+def empty_database(fresh_database, suffix: str) -> str:
+    """A new database with schema/ applied and the time_bucket shim."""
+    url = fresh_database(suffix)
     schema_runner.apply(url, mode=MODE)
     with psycopg.connect(url) as conn:
         conn.execute(TIME_BUCKET_SHIM)
+    return url
+
+
+@pytest.fixture(scope="session")
+def dash_db(fresh_database, tmp_path_factory) -> str:
+    url = empty_database(fresh_database, "_dash")
     simulated.populate(url, tmp_path_factory.mktemp("dash-collector"))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
@@ -41,10 +47,7 @@ def dash_db(fresh_database, tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def today_dash_db(fresh_database, tmp_path_factory) -> str:
     """Two hours of \\TODAY (simulated.populate_today) for the sql-ipu dashboard."""
-    url = fresh_database("_dash_today")
-    schema_runner.apply(url, mode=MODE)
-    with psycopg.connect(url) as conn:
-        conn.execute(TIME_BUCKET_SHIM)
+    url = empty_database(fresh_database, "_dash_today")
     simulated.populate_today(url, tmp_path_factory.mktemp("dash-today-collector"))
     return url
 
