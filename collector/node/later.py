@@ -26,7 +26,7 @@ IPUs (``processor.ipus``, a multi-core processor type: topology.MULTI_IPU_TYPES)
     processes (interrupts, the message system: CPU-BUSY-TIME − Σ process CPU-BUSY-TIME) is
     on IPU 0 (interrupt affinity). So the IPUs of a CPU are not even: a few heavy processes
     (the OSS requesters) cannot be spread finely, and IPU 0 carries the interrupts — the
-    imbalance the ipu-balance report shows (spread of 10-30 points). IPU-BUSY-TIME-k is
+    imbalance the ipu-balance report shows (10-50 points in a minute, a few over a day). IPU-BUSY-TIME-k is
     the CPU's CPU-BUSY-TIME times IPU k's share of the load, at most the step per IPU (an
     excess goes to the IPUs with room), and Σ_k IPU-BUSY-TIME-k = CPU-BUSY-TIME in every
     step; IPU-DISPATCHES-k and IPU-QTIME-k are DISPATCHES and CPU-QTIME shared the same way
@@ -192,24 +192,28 @@ class Later:
         }
         self.SP, self.SS = T["sqlproc"], T["sqlstmt"]
         self.ss_proc = np.zeros(0, dtype=np.int64)  # sqlstmt slot -> process slot
-        self.ss_stmt = np.zeros(0, dtype=np.int64)  # sqlstmt slot -> statement number
         self.sp_proc = np.zeros(0, dtype=np.int64)
         self.sp_new = np.zeros(0, dtype=bool)  # started, opens not yet bumped
         self.p_ss = np.full(0, -1, dtype=np.int64)  # first sqlstmt slot of a process
         self.p_sp = np.full(0, -1, dtype=np.int64)
+        self.p_cls = np.full(0, -1, dtype=np.int64)  # SQL server class of a process slot
         self._calls = np.zeros(0)  # this step, per sqlstmt slot
         self._elapsed = np.zeros(0)
         self.read_carry: dict[tuple[int, int], float] = {}  # (process, file) reads not shared
-        self._sc_stmt = {
-            name: {
+        self.sql_names = list(self.sql_sc)  # SQL server classes; p_cls indexes them
+        self._sc_stmt = [
+            {
                 "prob": np.array([s["prob"] for s in m["statements"]]),
                 "weight": np.array([s["weight"] for s in m["statements"]]),
-                "file": np.array(
-                    [node.file_index[s["table"]] for s in m["statements"]], dtype=np.int64
-                ),
+                # per statement: rows, used, messages, sorts per call, its table (file index)
+                "spec": np.array(
+                    [[s["rows"], s["used"], s["messages"], s["sorts"], node.file_index[s["table"]]]
+                     for s in m["statements"]], dtype=float,
+                ),  # fmt: skip
             }
-            for name, m in self.sql_sc.items()
-        }
+            for m in self.sql_sc.values()
+        ]
+        self.ss_spec = np.zeros((0, 5))  # per sqlstmt slot: its statement's spec row
         # ---- DISKFILE: one per partition, static
         self.DF = T["diskfile"]
         self.df_slot = []
@@ -271,17 +275,13 @@ class Later:
         time (µs) of each (as Extras.requests_done)."""
         if server.size == 0 or not self.sql_sc:
             return
-        node = self.node
-        P = node.tables["process"]
-        self._grow(P.n)
+        self._grow(self.node.tables["process"].n)
         first = self.p_ss[server]
         ok = first >= 0
         if not ok.any():
             return
         server, resp, first = server[ok], response_us[ok].astype(np.int64), first[ok]
-        groups = np.array(
-            [node.topo.processes[int(node.p_topo[s])].group for s in server.tolist()], dtype=object
-        )
+        groups = self.p_cls[server]
         for g in np.unique(groups).tolist():
             sel = groups == g
             st = self._sc_stmt[g]
@@ -352,7 +352,7 @@ class Later:
             return
         cap = max(n, 2 * self._pcap, 64)
         fields = (("p_ipu", 0), ("p_prev", 0), ("p_sw", 0.0), ("p_busy", 0.0), ("p_msgs", 0.0),
-                  ("p_oss", False), ("p_ss", -1), ("p_sp", -1))  # fmt: skip
+                  ("p_oss", False), ("p_ss", -1), ("p_sp", -1), ("p_cls", -1))  # fmt: skip
         grow_fields(self, fields, cap)
         self._pcap = cap
 
@@ -403,9 +403,7 @@ class Later:
                 first[s] = -1
 
     def _nstmt(self, s: int) -> int:
-        node = self.node
-        g = node.topo.processes[int(node.p_topo[s])].group
-        return len(self.sql_sc[g]["statements"])
+        return int(self._sc_stmt[self.p_cls[s]]["prob"].size)
 
     def _add(self, s: int, at: int, notify: bool) -> None:
         node = self.node
@@ -428,11 +426,12 @@ class Later:
         self.sp_new = np.append(self.sp_new, True)
         started = [("sqlproc", int(self.p_sp[s]))]
         self.p_ss[s] = self.SS.n
+        self.p_cls[s] = self.sql_names.index(proc.group)
+        self.ss_spec = np.vstack([self.ss_spec, self._sc_stmt[self.p_cls[s]]["spec"]])
         for st in sql["statements"]:
             slot = self.SS.add(cpu=cpu, at_us=at, transient=transient, **ids,
                                module_name=sql["module"], statement_index=st["index"])  # fmt: skip
             self.ss_proc = np.append(self.ss_proc, s)
-            self.ss_stmt = np.append(self.ss_stmt, len(started) - 1)
             started.append(("sqlstmt", slot))
         self._grow_ss(self.SS.n)
         if notify:
@@ -523,15 +522,7 @@ class Later:
         self._calls[:] = 0.0
         self._elapsed[:] = 0.0
         e = SS.entity
-        stmts = [
-            self.sql_sc[node.topo.processes[int(node.p_topo[p])].group]["statements"]
-            for p in self.ss_proc.tolist()
-        ]
-        spec = {
-            k: np.array([st[j][k] for st, j in zip(stmts, self.ss_stmt.tolist(), strict=True)],
-                        dtype=float)
-            for k in ("rows", "used", "messages", "sorts")
-        }  # fmt: skip
+        spec = {k: self.ss_spec[:n, j] for j, k in enumerate(("rows", "used", "messages", "sorts"))}
         reads = self._disc_reads(out, calls * spec["rows"])
         ms = SS.measured_slots()
         if ms.size:
@@ -554,8 +545,7 @@ class Later:
             for i, sl in enumerate(msp.tolist()):
                 if sl not in new:
                     continue
-                g = node.topo.processes[int(node.p_topo[self.sp_proc[sl]])].group
-                sql = self.sql_sc[g]
+                sql = self.sql_sc[self.sql_names[self.p_cls[self.sp_proc[sl]]]]
                 opens = len({s["table"] for s in sql["statements"]})
                 acc[i, SP.entity.index("OPENS")] = opens
                 acc[i, SP.entity.index("OPEN-TIME")] = opens * sql["open_ms"] * 1000.0
@@ -571,10 +561,7 @@ class Later:
         F = node.tables["file"]
         c = F.entity.index("DISC-READS")
         alive = np.flatnonzero(self.SS.alive[:n])
-        files = np.array([self._sc_stmt[node.topo.processes[int(node.p_topo[p])].group]["file"][j]
-                          for p, j in zip(self.ss_proc[alive].tolist(),
-                                          self.ss_stmt[alive].tolist(), strict=True)],
-                         dtype=np.int64)  # fmt: skip
+        files = self.ss_spec[alive, 4].astype(np.int64)
         keys: dict[tuple[int, int], list[int]] = {}
         for sl, f in zip(alive.tolist(), files.tolist(), strict=True):
             keys.setdefault((int(self.ss_proc[sl]), f), []).append(sl)

@@ -168,15 +168,15 @@ def test_sql_disc_reads_are_the_files(run) -> None:
     later = node._later
     total_stmt: dict[tuple[int, int], float] = defaultdict(float)
     total_file: dict[tuple[int, int], float] = defaultdict(float)
-    files = later._sc_stmt["ORDER-SRV"]["file"]
+    files = later.ss_spec[:, 4].astype(int)  # each statement element's table
     c_s, c_f = SS.entity.index("DISC-READS"), F.entity.index("DISC-READS")
     for step in h.steps.values():
         r = by_slot(step, "sqlstmt", SS.n, c_s)
         fr = by_slot(step, "file", F.n, c_f)
         for sl in range(SS.n):
-            p, f = int(later.ss_proc[sl]), int(files[later.ss_stmt[sl]])
+            p, f = int(later.ss_proc[sl]), int(files[sl])
             total_stmt[(p, f)] += r[sl]
-        for p, f in {(int(later.ss_proc[s]), int(files[later.ss_stmt[s]])) for s in range(SS.n)}:
+        for p, f in {(int(later.ss_proc[s]), int(files[s])) for s in range(SS.n)}:
             total_file[(p, f)] += fr[node.fo[p, f]]
     carry = later.read_carry
     for key, v in total_file.items():
