@@ -94,7 +94,7 @@ def collector(
 
 @friendly
 def backfill(
-    node: Annotated[str, typer.Option(help="shipped node (demo, et1-txp, rds-txp, rds-vlx, ref16) or a node file")] = "demo",
+    node: Annotated[str, typer.Option(help="shipped node (demo, et1-txp, et1-vlx, rds-txp, rds-vlx, ref16, today) or a node file")] = "demo",
     days: Annotated[int, typer.Option(min=1, max=3660, help="days of history to simulate")] = 7,
     seed: Annotated[int, typer.Option(min=0, help="same seed, same counters")] = 1986,
     start: Annotated[str | None, typer.Option(

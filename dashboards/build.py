@@ -160,6 +160,25 @@ def table(lay: Layout, title: str, description: str, unit: str, sql: str, *, w: 
     return panel
 
 
+def barchart(lay: Layout, title: str, description: str, unit: str, sql: str, x_field: str,
+             exclude: list[str] | None = None, *, w: int = 24, h: int = 9) -> dict[str, Any]:
+    """A horizontal bar chart of a table query: one bar per row, labelled by ``x_field``
+    (the ``exclude`` columns left out)."""
+    panel = {
+        "id": lay.next_id, "type": "barchart", "title": title, "description": description,
+        "datasource": DS, "gridPos": lay.place(w, h),
+        "targets": [target(sql, "table")],
+        "fieldConfig": {"defaults": {"unit": unit, "decimals": 2}, "overrides": []},
+        "options": {"xField": x_field, "orientation": "horizontal", "showValue": "auto",
+                    "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom"},
+                    "tooltip": {"mode": "single"}},
+        "transformations": [{"id": "organize", "options": {"excludeByName": {
+            c: True for c in exclude or []}}}],
+    }
+    lay.next_id += 1
+    return panel
+
+
 def unit_override(col: str, unit: str, decimals: int | None = None) -> dict[str, Any]:
     props: list[dict[str, Any]] = [{"id": "unit", "value": unit}]
     if decimals is not None:
@@ -645,23 +664,72 @@ SELECT r.component, r.cpu_ms_per_transaction, r.cpu_seconds, r.transactions,
                          unit_override("transactions_per_second_per_cpu", "short", 2),
                          unit_override("cpu_utilization_percent", "percent"),
                          unit_override("response_seconds_avg", "s", 3), unit_override("component", "string")]),
-        {
-            "id": lay.next_id, "type": "barchart", "title": "CPU ms per transaction by component",
-            "description": "The components of Table 4 (the total left out).", "datasource": DS,
-            "gridPos": lay.place(24, 9),
-            "targets": [target(sql + "\n WHERE r.component <> 'total'\n ORDER BY 2 DESC", "table")],
-            "fieldConfig": {"defaults": {"unit": "ms", "decimals": 2}, "overrides": []},
-            "options": {"xField": "component", "orientation": "horizontal", "showValue": "auto",
-                        "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom"},
-                        "tooltip": {"mode": "single"}},
-            "transformations": [{"id": "organize", "options": {"excludeByName": {
-                "cpu_seconds": True, "transactions": True, "transactions_per_second_per_cpu": True,
-                "cpu_utilization_percent": True, "response_seconds_avg": True}}}],
-        },
+        barchart(lay, "CPU ms per transaction by component", "The components of Table 4 (the total left out).",
+                 "ms", sql + "\n WHERE r.component <> 'total'\n ORDER BY 2 DESC", "component",
+                 ["cpu_seconds", "transactions", "transactions_per_second_per_cpu", "cpu_utilization_percent",
+                  "response_seconds_avg"]),
     ]
     return dashboard("transaction-resource", "MEASURE transaction resource",
                      "Transaction resource (ATM article, Table 4): CPU per transaction by component.",
                      [SYSTEM_VAR, tx], panels, time_from="now-1h")
+
+
+def sql_ipu_dashboard() -> dict[str, Any]:
+    """The H-, J- and L-series types (issue 29): the top SQL statements and the IPU balance of
+    each CPU, from the reports on the window's interval records (neither is kept in tiers)."""
+    lay = Layout()
+    system = var_query(
+        "system", "System",
+        "SELECT DISTINCT s.system_name FROM measure.system s JOIN measure.entity e "
+        "ON e.system_id = s.system_id WHERE e.entity IN ('sqlstmt', 'sqlproc', 'diskfile', 'servernet', "
+        "'osscpu', 'ossns') ORDER BY 1",
+        multi=False, include_all=False,
+        description="Nodes with entities of the H-, J- and L-series catalogue (SQL, OSS, DISKFILE, SERVERNET).")
+    top = var_custom("top", "Top statements", ["10", "20", "50"], "How many SQL statements the panels show.")
+    stmts = f"""
+SELECT s.module_name || ' #' || s.statement_index AS statement, s.program_file_name, s.processes, s.calls,
+       s.elapsed_ms_per_call, s.elapsed_seconds, s.records_accessed, s.disc_reads, s.recompiles
+  FROM measure.report_sql_statements({RANGE}, NULL, $top) s"""
+    ipu = f"""
+SELECT b.cpu, b.ipus, b.intervals, b.busy_percent, b.busy_per_ipu_percent, b.ipu_busy_min, b.ipu_busy_max,
+       b.ipu_busy_spread, b.busiest_ipu
+  FROM measure.report_ipu_balance({RANGE}) b
+ ORDER BY 1"""
+    per_ipu = f"""
+SELECT 'CPU ' || b.cpu || ' IPU ' || (u.k - 1) AS ipu, u.pct AS busy_percent
+  FROM measure.report_ipu_balance({RANGE}) b
+ CROSS JOIN LATERAL unnest(b.ipu_busy_percent) WITH ORDINALITY u (pct, k)
+ ORDER BY b.cpu, u.k"""
+    pct = [unit_override(c, "percent") for c in ("busy_percent", "busy_per_ipu_percent", "ipu_busy_min",
+                                                 "ipu_busy_max", "ipu_busy_spread")]
+    panels = [
+        table(lay, "Top SQL statements",
+              "SQLSTMT: the statements with the longest elapsed time per call (ELAPSED-BUSY-TIME / CALLS, "
+              "the manual's average elapsed time for each call), their calls, elapsed seconds, records "
+              "accessed and disc reads, summed over the processes that ran them in the time range "
+              "(measure.report_sql_statements on the interval records).", "ms", stmts,
+              overrides=[unit_override("statement", "string"), unit_override("program_file_name", "string"),
+                         unit_override("processes", "none", 0), unit_override("calls", "none", 0),
+                         unit_override("elapsed_seconds", "s"), unit_override("records_accessed", "none", 0),
+                         unit_override("disc_reads", "none", 0), unit_override("recompiles", "none", 0)]),
+        barchart(lay, "Elapsed ms per call, top SQL statements",
+                 "The top statements' average elapsed time per call (the other columns left out).", "ms",
+                 stmts, "statement", ["program_file_name", "processes", "calls", "elapsed_seconds",
+                                      "records_accessed", "disc_reads", "recompiles"], w=12),
+        barchart(lay, "Calls, top SQL statements", "The top statements' calls in the time range.", "none",
+                 stmts, "statement", ["program_file_name", "processes", "elapsed_ms_per_call", "elapsed_seconds",
+                                      "records_accessed", "disc_reads", "recompiles"], w=12),
+        table(lay, "IPU balance",
+              "Per CPU: CPU-BUSY-TIME as % of the time range (the sum over its IPUs, up to IPUS x 100 %) and "
+              "normalised per IPU (busy / (DELTA-TIME x IPUS), the reference's multi-IPU note), its IPUs' "
+              "least and greatest busy %, their spread (points) and the busiest IPU "
+              "(measure.report_ipu_balance on the interval records).", "none", ipu, overrides=pct),
+        barchart(lay, "Busy % of each IPU", "IPU-BUSY-TIME-n as % of the time range, per CPU and IPU.",
+                 "percent", per_ipu, "ipu"),
+    ]
+    return dashboard("sql-ipu", "MEASURE SQL statements and IPUs",
+                     "H-, J- and L-series nodes: top SQL statements (SQLSTMT) and the IPU balance of each CPU.",
+                     [system, top], panels, time_from="now-6h")
 
 
 DASHBOARDS = {
@@ -674,6 +742,7 @@ DASHBOARDS = {
     "tmf": tmf_dashboard,
     "user-counters": user_counters_dashboard,
     "transaction-resource": transaction_resource_dashboard,
+    "sql-ipu": sql_ipu_dashboard,
 }
 
 

@@ -34,6 +34,7 @@ from collector.node import workload as wl
 from collector.node.compiler import ENTITIES, R, build_streams, compile_types
 from collector.node.extras import Extras
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
+from collector.node.later import Later, wanted
 from collector.node.topology import CPU_TYPE_CODES, Topology, load_node, proc_class
 from collector.node.workload import WorkloadSpec, load_workload
 from core.catalog import KIND_BUSY, KIND_QBUSY, KIND_SNAPSHOT, load_catalog
@@ -85,6 +86,9 @@ class Node:
         self._init_txns()
         # USERDEF, PROCESSH and DEVICE entities (collector/node/extras.py; 3 hooks in this file)
         self._extras = Extras(self)
+        # IPUs, SQL, DISKFILE, SERVERNET, OSS (collector/node/later.py; 5 hooks in this file),
+        # only on a node whose file asks for them
+        self._later = Later(self) if wanted(self.topo) else None
 
     # ------------------------------------------------------------------------------ tables
     def _build_tables(self) -> None:
@@ -610,6 +614,9 @@ class Node:
         self.now_us = t1
         if getattr(self, "_extras", None) is not None:
             self._extras.after_step(t0, W, out)
+        lt = getattr(self, "_later", None)
+        if lt is not None:
+            lt.after_step(t0, W, out)
 
     def _run_jobs(self, t0: int, W: int):
         """Simulate the step's events (des.run_step) and collect the counter contributions:
@@ -772,6 +779,9 @@ class Node:
                 ex.requests_done(req[:nreq, 0], req[:nreq, 1])
             if nblk:
                 ex.blocks_done(blk[:nblk, 0], blk[:nblk, 1])
+        lt = getattr(self, "_later", None)
+        if lt is not None and nreq:
+            lt.requests_done(req[:nreq, 0], req[:nreq, 1])
 
     @property
     def topo_file_of_part(self) -> np.ndarray:
@@ -824,6 +834,9 @@ class Node:
                 self._busy_within_step(e, T, ms, acc, busy, W)
             sn = self.snap.get(e)
             des.emit_levels(lev, peak, busy, mq_pos, mq_src, sn, ms, snapc)
+            lt = getattr(self, "_later", None)
+            if lt is not None:
+                acc, lev, peak = lt.rows(e, ms, acc, lev, peak, out, t1, W)
             self.hooks.xctr(e, ms, T.xptr[ms], acc, lev, peak, t1)
 
     def _busy_within_step(self, e: str, T, ms: np.ndarray, acc: np.ndarray, busy: np.ndarray, W: int) -> None:
@@ -950,8 +963,11 @@ class Node:
             acc = np.zeros((1, C.n_counters))
             acc[0, C.entity.index("PROCESS-OVHD")] = cost
             acc[0, C.entity.index("CPU-BUSY-TIME")] = cost
-            z = np.zeros_like(acc)
-            self.hooks.xctr("cpu", np.array([c]), C.xptr[[c]], acc, z, z, at)
+            z = zp = np.zeros_like(acc)
+            lt = getattr(self, "_later", None)
+            if lt is not None:  # per IPU (the launch's step is over: its shares)
+                acc, z, zp = lt.rows("cpu", np.array([c]), acc, z, z, None, at, self.step_us)
+            self.hooks.xctr("cpu", np.array([c]), C.xptr[[c]], acc, z, zp, at)
 
     # ------------------------------------------------------------------ CPU fail/reload
     @property

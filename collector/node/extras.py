@@ -68,7 +68,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Extras", "user_counter_specs"]
+__all__ = ["Extras", "grow_fields", "user_counter_specs"]
+
+
+def grow_fields(owner: Any, fields: tuple[tuple[str, Any], ...], cap: int) -> None:
+    """Each per-slot array ``owner.<name>`` of ``fields`` (name, fill) grown to ``cap``
+    slots, the new ones filled."""
+    for name, fill in fields:
+        old = getattr(owner, name)
+        new = np.full(cap, fill, dtype=old.dtype)
+        new[: old.size] = old
+        setattr(owner, name, new)
 
 
 def user_counter_specs(topo: Any) -> list[tuple[str, str, str]]:
@@ -211,7 +221,7 @@ class Extras:
         if n <= self._pcap:
             return
         cap = max(n, 2 * self._pcap, 64)
-        for name, fill in (
+        fields = (
             ("p_has", False),
             ("p_ud", -1),
             ("p_nud", 0),
@@ -223,11 +233,8 @@ class Extras:
             ("_rt", 0.0),
             ("served", 0.0),
             ("response_us", 0.0),
-        ):
-            old = getattr(self, name)
-            new = np.full(cap, fill, dtype=old.dtype)
-            new[: old.size] = old
-            setattr(self, name, new)
+        )
+        grow_fields(self, fields, cap)
         self._pcap = cap
 
     def _group(self, program: str) -> int:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "MULTI_IPU_TYPES",
     "NODES_DIR",
     "PROCESSOR_TYPES",
     "NodeFileError",
@@ -37,13 +38,23 @@ NODES_DIR = Path(__file__).resolve().parent / "nodes"
 #    FASTSORT article), a CPU-bound linear-time job -> 80/30 = 2.67x the TXP's CPU time.
 #  EXT10: "the two-processor NonStop EXT10 together ~ half a VLX" (001) -> one EXT10 CPU is a
 #    quarter of a VLX -> 4 x (1/1.64) = 2.44x the TXP's CPU time.
+#  NONSTOP-X: one IPU (x86 core) of an L-series NonStop X blade. No published figure relates it
+#    to a TXP; docs/measure-reference.md §8 (inferred) says "a modern NonStop core is orders of
+#    magnitude faster — pick a per-transaction CPU of a few ms": 1/50 puts DebitCredit's 160
+#    TXP ms at 3.2 ms a transaction on one core. Our assumption, to calibrate against a real
+#    system's CPU-BUSY %. The factor is per IPU (see MULTI_IPU_TYPES).
 PROCESSOR_TYPES: dict[str, float] = {
     "TXP": 1.0,
     "VLX": 1.0 / 1.64,
     "NONSTOP-II": 80.0 / 30.0,
     "EXT10": 4.0 / 1.64,
+    "NONSTOP-X": 1.0 / 50.0,
 }
-CPU_TYPE_CODES = {"NONSTOP-II": 2, "TXP": 3, "VLX": 4, "EXT10": 5}
+CPU_TYPE_CODES = {"NONSTOP-II": 2, "TXP": 3, "VLX": 4, "EXT10": 5, "NONSTOP-X": 10}
+# Processor types whose CPUs have several IPUs (cores; ``processor.ipus`` in a node file).
+# The engine serves such a CPU as one server with the speed of all its IPUs (the per-IPU
+# factor divided by the IPUs); collector/node/later.py spreads its busy time over the IPUs.
+MULTI_IPU_TYPES = frozenset({"NONSTOP-X"})
 
 
 class NodeFileError(ValueError):
@@ -81,6 +92,7 @@ class ProcessorSpec(_M):
     cpus: int = Field(ge=2, le=16)
     memory_mb: float = Field(default=8.0, gt=0)
     page_bytes: int = Field(default=2048, gt=0)
+    ipus: int = Field(default=1, ge=1, le=8, description="IPUs (cores) per CPU")
 
     @field_validator("type")
     @classmethod
@@ -89,6 +101,15 @@ class ProcessorSpec(_M):
         if u not in PROCESSOR_TYPES:
             raise ValueError(f"unknown processor type {v!r}; valid: {', '.join(PROCESSOR_TYPES)}")
         return u
+
+    @model_validator(mode="after")
+    def _ipus(self) -> ProcessorSpec:
+        if self.ipus > 1 and self.type not in MULTI_IPU_TYPES:
+            raise ValueError(
+                f"a {self.type} CPU has one IPU; ipus > 1 needs a multi-core type "
+                f"({', '.join(sorted(MULTI_IPU_TYPES))})"
+            )
+        return self
 
 
 class DiscSpec(_M):
@@ -169,9 +190,37 @@ DEFAULT_USER_COUNTERS = (
 )
 
 
+class SqlStatementSpec(_M):
+    """One SQL statement of a server class's module (MEASURE SQLSTMT; collector/node/later.py).
+
+    ``prob``: share of the server's requests that run it; ``weight``: its share of a request's
+    server response time (against the other statements the request runs); ``table``: the
+    file (a ``files:`` name) whose physical reads it causes; ``rows``/``used``: records it
+    examines / uses per call."""
+
+    index: int = Field(ge=1, le=65535)
+    name: str = Field(min_length=1, max_length=64)
+    table: str
+    prob: float = Field(default=1.0, gt=0, le=1)
+    weight: float = Field(gt=0)
+    rows: int = Field(default=1, ge=0)
+    used: int = Field(default=1, ge=0)
+    messages: int = Field(default=2, ge=0, description="messages to disc processes per call")
+    sorts: int = Field(default=0, ge=0, description="sorts per call")
+
+
+class SqlModuleSpec(_M):
+    """The SQL/MX module a server class's program runs (MEASURE SQLPROC and SQLSTMT)."""
+
+    module: str = Field(min_length=1, max_length=128)
+    open_ms: float = Field(default=2.0, ge=0, description="time of one table open at start")
+    statements: list[SqlStatementSpec] = Field(min_length=1)
+
+
 class ServerClassSpec(_M):
     name: str
     program: str
+    sql: SqlModuleSpec | None = None
     priority: int = Field(default=150, ge=1, le=255)
     static: int = Field(default=0, ge=0, le=4096)
     static_per_cpu: int = Field(default=0, ge=0, le=256)
@@ -252,6 +301,25 @@ class TapeSpec(_M):
     users: list[TapeUserSpec] = Field(default_factory=list)
 
 
+class OssSpec(_M):
+    """OSS on the node (MEASURE OSSCPU, OSSNS; collector/node/later.py): processes whose
+    program is an OSS pathname (``/…``) are OSS processes; each message one receives makes
+    ``lookups_per_message`` pathname resolutions by the name servers."""
+
+    name_servers: list[str] = Field(min_length=1)
+    lookups_per_message: float = Field(default=2.0, ge=0)
+    name_cache_hit: float = Field(default=0.95, ge=0, le=1)
+    inode_cache_hit: float = Field(default=0.90, ge=0, le=1)
+
+
+class ServerNetSpec(_M):
+    """ServerNet/fabric adapters, two (X and Y) per CPU (MEASURE SERVERNET)."""
+
+    fabrics: list[str] = Field(default_factory=lambda: ["X", "Y"], min_length=1, max_length=2)
+    mbytes_per_s: float = Field(default=1000.0, gt=0, description="transfer rate")
+    overhead_us: float = Field(default=5.0, ge=0, description="per transfer")
+
+
 class NodeSpec(_M):
     system: SystemSpec
     processor: ProcessorSpec
@@ -264,6 +332,8 @@ class NodeSpec(_M):
     batch: list[ProcessSpec] = Field(default_factory=list)
     processh: ProcesshSpec = Field(default_factory=ProcesshSpec)
     tapes: list[TapeSpec] = Field(default_factory=list)
+    oss: OssSpec | None = None
+    servernet: ServerNetSpec | None = None
 
 
 # --------------------------------------------------------------------------- expanded form
@@ -289,9 +359,10 @@ class Topology:
     system_number: int
     time_zone: str
     cpu_type: str
-    cpu_factor: float
+    cpu_factor: float  # per CPU: the per-IPU factor / ipus
     n_cpus: int
     memory_pages: int
+    ipus: int = 1
     volumes: list[dict[str, Any]] = field(default_factory=list)
     lines: list[dict[str, Any]] = field(default_factory=list)
     terminals: list[dict[str, Any]] = field(default_factory=list)
@@ -303,6 +374,8 @@ class Topology:
     partitions: list[dict[str, Any]] = field(default_factory=list)  # (file, volume)
     processh: dict[str, Any] = field(default_factory=dict)  # rate_hz, default, programs
     tapes: list[dict[str, Any]] = field(default_factory=list)
+    oss: dict[str, Any] | None = None  # OssSpec as a dict, name_servers checked
+    servernet: dict[str, Any] | None = None
 
     def proc_index(self, name: str) -> int:
         for i, p in enumerate(self.processes):
@@ -401,9 +474,10 @@ class _Expander:
             system_number=spec.system.number,
             time_zone=spec.system.time_zone,
             cpu_type=spec.processor.type,
-            cpu_factor=PROCESSOR_TYPES[spec.processor.type],
+            cpu_factor=PROCESSOR_TYPES[spec.processor.type] / spec.processor.ipus,
             n_cpus=self.ncpu,
             memory_pages=int(spec.processor.memory_mb * 1024 * 1024 // spec.processor.page_bytes),
+            ipus=spec.processor.ipus,
         )
         self.procs = self.topo.processes
 
@@ -418,6 +492,7 @@ class _Expander:
         self.other_processes()
         self.processh()
         self.tapes()
+        self.later()
         return self.topo
 
     # ---------------------------------------------------------------------------- helpers
@@ -650,8 +725,25 @@ class _Expander:
                 "priority": sc.priority,
                 "program": sc.program,
                 "user_counters": self.user_counters(sc, where),
+                "sql": self.sql_module(sc, where),
             }
         )
+
+    def sql_module(self, sc: ServerClassSpec, where: str) -> dict[str, Any] | None:
+        if sc.sql is None:
+            return None
+        file_names = {f.name for f in self.spec.files}
+        seen: set[int] = set()
+        for j, st in enumerate(sc.sql.statements):
+            w = f"{where}.sql.statements[{j}]"
+            if st.table not in file_names:
+                raise self.bad(f"{w}.table", f"file {st.table} is not defined under files")
+            if st.table not in sc.opens:
+                raise self.bad(f"{w}.table", f"the server class does not open {st.table}")
+            if st.index in seen:
+                raise self.bad(f"{w}.index", f"statement index {st.index} is given twice")
+            seen.add(st.index)
+        return sc.sql.model_dump()
 
     def user_counters(self, sc: ServerClassSpec, where: str) -> list[dict[str, Any]]:
         seen_uc: set[str] = set()
@@ -739,6 +831,20 @@ class _Expander:
                         "users": {u.process: u.op for u in tp.users},
                     }
                 )
+
+
+    def later(self) -> None:
+        """OSS and ServerNet (collector/node/later.py)."""
+        if self.spec.oss is not None:
+            names = {p.name for p in self.procs}
+            for i, ns in enumerate(self.spec.oss.name_servers):
+                if ns not in names:
+                    raise self.bad(
+                        f"oss.name_servers[{i}]", f"process {ns} is not defined under processes:"
+                    )
+            self.topo.oss = self.spec.oss.model_dump()
+        if self.spec.servernet is not None:
+            self.topo.servernet = self.spec.servernet.model_dump()
 
 
 def _ranges(lst: list[CodeRangeSpec]) -> list[dict[str, Any]]:

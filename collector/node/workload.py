@@ -36,7 +36,8 @@ WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 # Which workload a shipped node (nodes/*.yaml) runs unless MEASUREDB_COLLECTOR_WORKLOAD says
 # otherwise
 DEFAULT_WORKLOADS = {"demo": "demo", "et1-txp": "et1", "et1-vlx": "et1", "rds-txp": "rds",
-                     "rds-vlx": "rds", "ref16": "ref16-day"}
+                     "rds-vlx": "rds", "ref16": "ref16-day",
+                     "today": "today"}
 
 
 def default_workload(node: str) -> str:

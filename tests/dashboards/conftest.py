@@ -1,5 +1,5 @@
 """A database with schema/ applied (plain branch) and a simulated week of \\DASH (simulated.py),
-shared by the dashboard tests of this folder."""
+shared by the dashboard tests of this folder; two hours of \\TODAY in another (sql-ipu)."""
 
 from __future__ import annotations
 
@@ -26,24 +26,47 @@ $$;
 """
 
 
-@pytest.fixture(scope="session")
-def dash_db(fresh_database, tmp_path_factory) -> str:
-    url = fresh_database("_dash")
+def empty_database(fresh_database, suffix: str) -> str:
+    """A new database with schema/ applied and the time_bucket shim."""
+    url = fresh_database(suffix)
     schema_runner.apply(url, mode=MODE)
     with psycopg.connect(url) as conn:
         conn.execute(TIME_BUCKET_SHIM)
+    return url
+
+
+@pytest.fixture(scope="session")
+def dash_db(fresh_database, tmp_path_factory) -> str:
+    url = empty_database(fresh_database, "_dash")
     simulated.populate(url, tmp_path_factory.mktemp("dash-collector"))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     return url
 
 
-@pytest.fixture
-def reader(dash_db: str):
+@pytest.fixture(scope="session")
+def today_dash_db(fresh_database, tmp_path_factory) -> str:
+    """Two hours of \\TODAY (simulated.populate_today) for the sql-ipu dashboard."""
+    url = empty_database(fresh_database, "_dash_today")
+    simulated.populate_today(url, tmp_path_factory.mktemp("dash-today-collector"))
+    return url
+
+
+def read_only(url: str):
     """A connection acting as Grafana does: role measure_reader, read-only transactions."""
-    with psycopg.connect(dash_db) as conn:
+    with psycopg.connect(url) as conn:
         conn.execute("SET ROLE measure_reader")
         conn.execute("SET default_transaction_read_only = on")
         conn.commit()
         yield conn
         conn.rollback()
+
+
+@pytest.fixture
+def reader(dash_db: str):
+    yield from read_only(dash_db)
+
+
+@pytest.fixture
+def today_reader(today_dash_db: str):
+    yield from read_only(today_dash_db)

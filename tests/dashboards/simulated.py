@@ -7,6 +7,11 @@ week-workload.yaml (collector/node), MEASURE's default measurement of every enti
 `Collector.backfill`). A week at 15-minute steps takes ~15 s: DebitCredit events are the cost,
 hence a small node at a few transactions per second.
 
+In a database of its own (the other tests here read \\DASH as the only system),
+:func:`populate_today`: two night hours of the shipped node ``today`` (\\TODAY,
+collector/node/later.py) at the end of the week, the IPU counters and the H-, J- and L-series
+entity types the sql-ipu dashboard reads (a few seconds).
+
 What the simulation gives by itself: every entity type the panels read, and CPU 0 past the
 default busy and queue limits in the busiest afternoon hours. What is staged afterwards, as an
 analyst would (system thresholds of \\DASH, _measure.threshold): a DISC busy_max and a LINE
@@ -35,6 +40,8 @@ START = datetime(2024, 5, 6, 0, 0, tzinfo=UTC)  # a Monday (02:00 in Amsterdam)
 DAYS = 7
 STEP_S = 900
 SEED = 1986
+TODAY_START = START + timedelta(days=DAYS - 1, hours=2)  # \TODAY: two night hours
+TODAY_HOURS = 2
 
 # (entity, item, operator, percentile of the week's hourly values)
 STAGED = (("disc", "busy_max", ">", 0.9), ("line", "write_busy_max", ">", 0.9),
@@ -60,3 +67,14 @@ def populate(url: str, data_dir: Path) -> int:
                 f"'staged by tests/dashboards/simulated.py' FROM measure.{entity}_hour WHERE system_id = %s",
                 (state.system_id, entity, item, op, pct, state.system_id))
     return state.system_id
+
+
+def populate_today(url: str, data_dir: Path) -> None:
+    """Two night hours of the node today (\\TODAY) into the database at url (schema applied)."""
+    settings = CollectorSettings(node="today", seed=SEED, interval_seconds=STEP_S, step_seconds=STEP_S,
+                                 backfill_days=0, data_dir=data_dir, spool_dir=data_dir / "spool")
+    c = Collector(settings, url)
+    c.register(epoch_us=to_us(TODAY_START))
+    c.build()
+    c.backfill(to_us(TODAY_START + timedelta(hours=TODAY_HOURS)))
+    c.close()

@@ -35,6 +35,7 @@ TIME_TYPES = {1184, 1114, 1700, 701, 20, 23}  # timestamptz, timestamp, numeric,
 NUMERIC_TYPES = {1700, 701, 700, 20, 21, 23}
 STRING_TYPES = {25, 1043, 19, 18}
 WEEK = TimeRange(simulated.START, simulated.START + timedelta(days=simulated.DAYS))
+TODAY_DASHBOARDS = {"sql-ipu"}
 RANGES = {  # one range per tier measure.dashboard_tier picks
     "hour": (WEEK, 3600),
     "shift": (TimeRange(simulated.START - timedelta(days=20), simulated.START + timedelta(days=20)), 6 * 3600),
@@ -45,7 +46,7 @@ RANGES = {  # one range per tier measure.dashboard_tier picks
 def test_there_are_dashboards() -> None:
     stems = {f.stem for f in FILES}
     assert {"threshold", "cpu-trend", "cpu", "disc", "lines", "processes", "tmf", "user-counters",
-            "transaction-resource"} <= stems
+            "transaction-resource", "sql-ipu"} <= stems
 
 
 # ------------------------------------------------------------------ the JSON
@@ -138,7 +139,8 @@ def test_reads_only_known_measure_objects(q: Query, catalog: dict) -> None:
     sql = expand(q.sql, WEEK, variables={"system": "\\DASH", "cpu": ["0"], "shift": ["1"],
                                          "volume": ["$X"], "line": ["$X"], "process": ["$X"],
                                          "capacity": "70", "min_cpu_seconds": "600", "max_priority": "200",
-                                         "txprocess": "", "count_counter": "TRANS", "queue_counter": "Q"},
+                                         "txprocess": "", "count_counter": "TRANS", "queue_counter": "Q",
+                                         "top": "10"},
                  multi=["cpu", "shift", "volume", "line", "process"])
     refs = _Refs()
     refs(pglast.parse_sql(sql))
@@ -212,7 +214,9 @@ def check_shape(q: Query, cur: psycopg.Cursor, rows: list) -> None:
 @pytest.mark.parametrize("tier", list(RANGES))
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_query_runs_and_returns_rows(path: Path, tier: str, timescaledb: bool,
-                                           reader: psycopg.Connection) -> None:
+                                           request: pytest.FixtureRequest) -> None:
+    # the H-, J- and L-series panels read \\TODAY, in a database of its own (conftest.py)
+    reader = request.getfixturevalue("today_reader" if path.stem in TODAY_DASHBOARDS else "reader")
     tr, interval_s = RANGES[tier]
     values, multi = _variables(reader, path, tr)
     assert reader.execute("SELECT measure.dashboard_tier(%s, %s)", (tr.start, tr.end)).fetchone()[0] == tier
