@@ -55,10 +55,13 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.config_system(text, text) TO measure_writer;
 
--- The NonStop processor types a system's CPUs may be.
+-- The NonStop processor types a system's CPUs may be: the 1986 ones and today's NONSTOP-X
+-- (an L-series blade of several IPUs; the simulated node `today`). Every type the simulated
+-- nodes know (collector/node/topology.py PROCESSOR_TYPES) must be here
+-- (tests/collector/node/test_later.py).
 CREATE OR REPLACE FUNCTION _measure.cpu_type_names()
 RETURNS text[] LANGUAGE sql IMMUTABLE
-RETURN ARRAY['NONSTOP-I', 'NONSTOP-II', 'TXP', 'VLX', 'EXT10', 'EXT25', 'CLX', 'CYCLONE'];
+RETURN ARRAY['NONSTOP-I', 'NONSTOP-II', 'TXP', 'VLX', 'EXT10', 'EXT25', 'CLX', 'CYCLONE', 'NONSTOP-X'];
 GRANT EXECUTE ON FUNCTION _measure.cpu_type_names() TO measure_writer;
 
 -- A whole hour 'HH', 'H:00' or 'HH:00' in [0, p_max] as a time ('24:00' = the end of the day).

@@ -84,7 +84,7 @@ def test_systems(env: str) -> None:
             "Europe/Berlin, UTC)")
     refused(invoke("system", "set", "demo2", "--cpu-types", "0=PENTIUM"),
             "measuredb: --cpu-types #1 (cpu_type): PENTIUM is no CPU type (one of NONSTOP-I, NONSTOP-II, TXP, VLX, "
-            "EXT10, EXT25, CLX, CYCLONE)")
+            "EXT10, EXT25, CLX, CYCLONE, NONSTOP-X)")
     with psycopg.connect(env) as c:   # nothing of the refused changes was applied
         assert c.execute("SELECT system_number, time_zone FROM _measure.system WHERE system_name = '\\DEMO2'"
                          ).fetchone() == (9, "Asia/Tokyo")
@@ -163,3 +163,11 @@ def test_calendar_holidays_and_thresholds(env: str) -> None:
     refused(invoke("system", "remove", "cal"),
             "measuredb: SYSTEM: \\CAL has 1 measurement(s), 1 entity and 0 collector(s): only a system that was "
             "never measured can be removed")
+
+
+def test_every_simulated_processor_type_is_a_cpu_type(conn) -> None:
+    """`measuredb system set --cpu-types` takes every processor type a simulated node can have
+    (the SQL list of _measure.cpu_type_names and the node's PROCESSOR_TYPES are two lists)."""
+    from collector.node.topology import PROCESSOR_TYPES
+    names = conn.execute("SELECT _measure.cpu_type_names()").fetchone()[0]
+    assert set(PROCESSOR_TYPES) <= set(names), sorted(set(PROCESSOR_TYPES) - set(names))
