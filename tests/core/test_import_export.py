@@ -500,7 +500,7 @@ def test_an_export_read_an_hour_at_a_time_equals_the_one_query(env: str, tmp_pat
     begins and ends inside runs; Parquet (Arrow's CSV reader) holds the typed query's values."""
     import pyarrow.parquet as pq
 
-    from core.exporter import interval_query, write_csv
+    from core.exporter import interval_chunks, interval_query, write_csv
     with psycopg.connect(env) as c:
         c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) VALUES ('\\ZED', 8, 'UTC')")
     later = cpu_csv(times=lambda at: (datetime.fromisoformat(at) + timedelta(hours=2)).isoformat())
@@ -518,6 +518,8 @@ def test_an_export_read_an_hour_at_a_time_equals_the_one_query(env: str, tmp_pat
             parquet = io.BytesIO()
             assert export(c, spec, parquet, system_ids=ids, lo=lo, hi=hi, fmt="parquet") == n
             parquet.seek(0)
-            assert pq.ParquetFile(parquet).metadata.num_row_groups == 1  # (a block of rows, not a row each)
+            # a row group per hour's query (its rows one block), not one per row
+            hours = len(list(interval_chunks(c, spec.entity, ids, lo, hi)))
+            assert pq.ParquetFile(parquet).metadata.num_row_groups == hours == 3
             typed = c.execute(interval_query(spec.entity, ids, lo, hi, typed=True)[0]).fetchall()
             assert [tuple(r.values()) for r in pq.read_table(parquet).to_pylist()] == typed
