@@ -233,7 +233,7 @@ def main() -> None:
         if server is not None:
             server.stop()
     print("### bench_transfer: import and export against raw COPY (issue 31, item 4)\n")
-    what = (f"ref16 (seed {a.seed}), {'the whole day' if a.hours >= 24 else f'the first {a.hours} hours of a day'} "
+    what = (f"ref16 (seed {a.seed}), {'the whole day' if a.hours >= 24 else f'the first {a.hours} hour' + ('s' if a.hours != 1 else '') + ' of a day'} "
             f"from {lo.date()}" + (f" (backfilled in {backfill.seconds:.0f} s)" if backfill else ""))
     print(markdown(r, what))
 
