@@ -140,19 +140,14 @@ def interval_query(ent: EntityDef, system_ids: list[int], lo: datetime | None, h
         last = sql.SQL("least(r.n, measure.run_last(r.from_at, r.delta_us, {}::timestamptz))").format(sql.Literal(hi))
     query = sql.SQL(
         "SELECT {cols}\n"
-        "  FROM (SELECT r.*, dense_rank() OVER (ORDER BY s.system_name) AS system_rank,\n"
-        "               dense_rank() OVER (ORDER BY s.system_name, e.key, m.name) AS record_rank\n"
-        "          FROM measure.interval_run r\n"
-        "          JOIN measure.system s ON s.system_id = r.system_id\n"
-        "          JOIN measure.entity e ON e.entity_id = r.entity_id\n"
-        "          JOIN measure.measurement m ON m.measurement_id = r.measurement_id\n"
-        "         WHERE {where}) r\n"
+        "  FROM measure.interval_run r\n"
         "  JOIN measure.system s ON s.system_id = r.system_id\n"
         "  JOIN measure.entity e ON e.entity_id = r.entity_id\n"
         "  JOIN (SELECT measurement_id, name FROM measure.measurement) m ON m.measurement_id = r.measurement_id\n"
         " CROSS JOIN LATERAL (SELECT r.counters || '{{}}'::bigint[] AS c OFFSET 0) d\n"
         " CROSS JOIN LATERAL generate_series({first}, {last}) g (i)\n"
-        " ORDER BY r.system_rank, {at_from}, r.record_rank").format(
+        " WHERE {where}\n"
+        " ORDER BY s.system_name, {at_from}, e.key, m.name").format(
         cols=sql.SQL(", ").join(sql.SQL("{} AS {}").format(c, sql.Identifier(h))
                                 for (c, _), h in zip(cols, header, strict=True)),
         first=first, last=last, where=sql.SQL(" AND ").join(where), at_from=at_from)

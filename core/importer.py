@@ -305,10 +305,17 @@ def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catal
 
 
 def _text(v: Any) -> str:
+    if v.__class__ is str:  # (CSV fields: the common case first)
+        return v.strip()
     return "" if v is None else (v.strip() if isinstance(v, str) else str(v))
 
 
 def _integer(v: Any, what: str) -> int:
+    if v.__class__ is str:  # a CSV field: int() strips blanks as _text does; errors explained below
+        try:
+            return int(v)
+        except ValueError:
+            pass
     if isinstance(v, bool):
         raise ValueError(f"{what} must be an integer, not {v!r}")
     if isinstance(v, (int, np.integer)):
