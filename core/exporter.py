@@ -11,31 +11,34 @@
   month and year buckets by the system's local dates). Instants are written in UTC ISO 8601,
   local times and dates in ISO 8601, numbers exactly as stored.
 
-Both stream: CSV by ``COPY (…) TO STDOUT`` (the text never depends on the session's DateStyle
-or TimeZone), Parquet from a server-side cursor, a batch at a time (numeric columns become
-float64 in Parquet; CSV keeps every digit). Both read only the public schema ``measure``, so
+Both stream by ``COPY (…) TO STDOUT`` (the text never depends on the session's DateStyle
+or TimeZone): CSV as it comes, Parquet parsed by Arrow's CSV reader a block at a time
+(numeric columns become float64 in Parquet; CSV keeps every digit). Interval records are
+read one UTC hour of runs at a time (:func:`interval_chunks`: each query sorts one hour's
+rows, never the whole range at once). Both read only the public schema ``measure``, so
 the API's role can run them. An export imported into an empty database gives the same tiers
 (tests/core/test_import_export.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import io
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
 
 import psycopg
 from psycopg import sql
 
 from core.catalog import TIERS, EntityDef, load_catalog
+from core.database import scalar
 from core.entities import ID_FIELD_RANGES
 from core.importer import interval_header
 
 __all__ = ["KINDS", "TIERS", "ExportError", "ExportSpec", "export", "plan", "systems_of"]
 
 KINDS = ("interval", *TIERS)
-BATCH_ROWS = 10_000
 _BUCKET = {"hour": "hour_at", "shift": "shift_day", "month": "month", "year": "year"}
 
 
@@ -205,14 +208,54 @@ def tier_query(conn: psycopg.Connection, ent: EntityDef, kind: str, system_ids: 
     return query, [n for n, _ in cols], [t for _, t in cols]
 
 
+_HOUR = timedelta(hours=1)
+# the UTC hour of the next run of a system and entity type at or after a time, before another
+_NEXT_HOUR = ("SELECT date_bin(INTERVAL '1 hour', min(from_at), TIMESTAMPTZ '2000-01-01 00:00:00+00')"
+              "  FROM measure.interval_run WHERE system_id = %s AND type_code = %s"
+              "   AND from_at >= date_bin(INTERVAL '1 hour', %s, TIMESTAMPTZ '2000-01-01 00:00:00+00')"
+              "   AND (%s::timestamptz IS NULL OR from_at < %s)")
+
+
+def interval_chunks(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+                    hi: datetime | None, *, time_format: str = "iso",
+                    typed: bool = False) -> Iterator[sql.Composed]:
+    """The interval records of interval_query, in its order, as one query per system and UTC
+    hour that holds runs: a run's intervals all begin in the UTC hour it begins (the table's
+    CHECK), so the hour's runs give exactly the hour's rows. Each query sorts one hour's rows
+    (in memory) instead of one sort of the whole range on disk (a ref16 day's DISCOPEN: 15.8 M
+    rows)."""
+    systems = [r[0] for r in conn.execute("SELECT system_id FROM measure.system WHERE system_id = ANY (%s)"
+                                          " ORDER BY system_name", (system_ids,))]
+    for sid in systems:
+        at = lo if lo is not None else datetime(1970, 1, 1, tzinfo=UTC)
+        while True:
+            hour = scalar(conn.execute(_NEXT_HOUR, (sid, ent.code, at, hi, hi)))
+            if hour is None:
+                break
+            first = max(lo, hour) if lo is not None else hour
+            last = min(hi, hour + _HOUR) if hi is not None else hour + _HOUR
+            yield interval_query(ent, [sid], first, last, time_format=time_format, typed=typed)[0]
+            at = hour + _HOUR
+
+
 # ---------------------------------------------------------------- writing
 
 
-def write_csv(conn: psycopg.Connection, query: sql.Composed, out: BinaryIO,
-              progress: Callable[[int], None] | None = None) -> int:
-    """COPY the query's rows as CSV with a header into out; returns the rows written."""
+def write_csv(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.Composed], out: BinaryIO,
+              progress: Callable[[int], None] | None = None, *, header: Sequence[str] = ()) -> int:
+    """COPY the query's rows (or the rows of several queries, one after the other, under
+    `header`) as CSV with a header into out; returns the rows written."""
+    if isinstance(query, sql.Composed):
+        return _copy_csv(conn, query, out, progress, with_header=True)
+    out.write((",".join(header) + "\n").encode())  # (the names need no quoting: interval_header)
+    return sum(_copy_csv(conn, q, out, progress, with_header=False) for q in query)
+
+
+def _copy_csv(conn: psycopg.Connection, query: sql.Composed, out: BinaryIO,
+              progress: Callable[[int], None] | None, *, with_header: bool) -> int:
     with conn.cursor() as cur:
-        with cur.copy(sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER)").format(query)) as cp:
+        with cur.copy(sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv{})").format(
+                query, sql.SQL(", HEADER" if with_header else ""))) as cp:
             for data in cp:
                 out.write(data)
                 if progress:
@@ -236,35 +279,72 @@ def _arrow_type(pa: Any, typ: str) -> Any:
     return pa.string()
 
 
-def write_parquet(conn: psycopg.Connection, query: sql.Composed, names: list[str], types: list[str],
-                  out: BinaryIO, progress: Callable[[int], None] | None = None) -> int:
-    """The query's rows as a Parquet file (a row group per batch); returns the rows written."""
+class _CopyStream(io.RawIOBase):
+    """The bytes of a COPY TO STDOUT as a readable stream (what pyarrow's CSV reader reads)."""
+
+    def __init__(self, chunks: Iterator[Any]) -> None:
+        self.chunks = chunks
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        """As much as b holds (COPY sends a row a message: a read of one message would be an
+        Arrow block, and a Parquet row group, of one row)."""
+        view, filled = memoryview(b).cast("B"), 0
+        while filled < len(view):
+            if not self.pending:
+                try:
+                    self.pending = bytes(next(self.chunks))
+                except StopIteration:
+                    break
+            n = min(len(view) - filled, len(self.pending))
+            view[filled:filled + n] = self.pending[:n]
+            self.pending = self.pending[n:]
+            filled += n
+        return filled
+
+
+_TIMES = ("timestamptz", "timestamp with time zone", "timestamp without time zone")
+
+
+def write_parquet(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.Composed], names: list[str],
+                  types: list[str], out: BinaryIO, progress: Callable[[int], None] | None = None) -> int:
+    """The query's rows (or those of several queries, one after the other) as a Parquet file;
+    returns the rows written. The rows travel as CSV (COPY) and Arrow's reader parses them,
+    a block at a time: instants as integer microseconds (exact), numbers as their text,
+    NULL (unquoted empty) apart from the empty string (quoted)."""
     import pyarrow as pa
+    import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     schema = pa.schema([pa.field(n, _arrow_type(pa, t)) for n, t in zip(names, types, strict=True)])
-    convert = [float if schema.field(i).type == pa.float64() else None for i in range(len(names))]
+    cols, read = [], {}
+    for n, t in zip(names, types, strict=True):
+        col = sql.SQL("x.{}").format(sql.Identifier(n))
+        if t in _TIMES:
+            col = sql.SQL("(extract(epoch FROM {}) * 1000000)::bigint").format(col)
+        elif t == "date":
+            col = sql.SQL("to_char({}, 'YYYY-MM-DD')").format(col)
+        cols.append(col)
+        read[n] = pa.int64() if t in _TIMES else schema.field(n).type
+    options = pacsv.ConvertOptions(column_types=read, null_values=[""], strings_can_be_null=True,
+                                   quoted_strings_can_be_null=False, true_values=["t"], false_values=["f"])
     total = 0
-    with conn.cursor(name="measuredb_export") as cur, pq.ParquetWriter(out, schema) as writer:
-        cur.itersize = BATCH_ROWS
-        cur.execute(query)
-        while True:
-            rows = cur.fetchmany(BATCH_ROWS)
-            if not rows and total:
-                break
-            cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-            arrays = []
-            for i, column in enumerate(cols):
-                values: Sequence[Any] = column
-                if convert[i] is not None:
-                    values = [None if v is None else float(v) for v in values]
-                arrays.append(pa.array(values, type=schema.field(i).type))
-            writer.write_batch(pa.record_batch(arrays, schema=schema))
-            total += len(rows)
-            if progress:
-                progress(len(rows))
-            if not rows:
-                break
+    with pq.ParquetWriter(out, schema) as writer:
+        for q in [query] if isinstance(query, sql.Composed) else query:
+            copy = sql.SQL("COPY (SELECT {} FROM ({}) x) TO STDOUT (FORMAT csv)").format(sql.SQL(", ").join(cols), q)
+            with conn.cursor() as cur, cur.copy(copy) as cp:
+                reader = pacsv.open_csv(_CopyStream(iter(cp)), read_options=pacsv.ReadOptions(
+                    column_names=names, block_size=1 << 22), convert_options=options)
+                for batch in reader:
+                    arrays = [c.cast(schema.field(i).type) if c.type != schema.field(i).type else c
+                              for i, c in enumerate(batch.columns)]
+                    writer.write_batch(pa.record_batch(arrays, schema=schema))
+                    total += batch.num_rows
+                    if progress:
+                        progress(batch.num_rows)
     return total
 
 
@@ -283,6 +363,12 @@ def export(conn: psycopg.Connection, spec: ExportSpec, out: BinaryIO, *, system_
         names = interval_header(spec.entity)
     else:
         query, names, types = tier_query(conn, spec.entity, spec.kind, system_ids, lo, hi, typed=fmt == "parquet")
+    if fmt == "csv" and spec.kind == "interval":
+        return write_csv(conn, interval_chunks(conn, spec.entity, system_ids, lo, hi, time_format=time_format),
+                         out, progress, header=names)
     if fmt == "csv":
         return write_csv(conn, query, out, progress)
+    if spec.kind == "interval":
+        return write_parquet(conn, interval_chunks(conn, spec.entity, system_ids, lo, hi, time_format=time_format,
+                                                   typed=True), names, types, out, progress)
     return write_parquet(conn, query, names, types, out, progress)

@@ -305,10 +305,17 @@ def layout_for(header: list[Any], entity: str | None, where: str, catalog: Catal
 
 
 def _text(v: Any) -> str:
+    if v.__class__ is str:  # (CSV fields: the common case first)
+        return v.strip()
     return "" if v is None else (v.strip() if isinstance(v, str) else str(v))
 
 
 def _integer(v: Any, what: str) -> int:
+    if v.__class__ is str:  # a CSV field: int() strips blanks as _text does; errors explained below
+        try:
+            return int(v)
+        except ValueError:
+            pass
     if isinstance(v, bool):
         raise ValueError(f"{what} must be an integer, not {v!r}")
     if isinstance(v, (int, np.integer)):
@@ -577,14 +584,18 @@ class _CopyStager:
 
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
+        self.entities: dict[int, str] = {}  # entity id → its columns as COPY text (once per entity)
 
     def stage(self, rows: list[tuple], counters: np.ndarray, type_code: int) -> None:
         code = str(type_code)
         out = []
+        ents = self.entities
         for r, c in zip(rows, counters.tolist(), strict=True):
-            out.append("\t".join((str(r[0]), str(r[1]), _copy_text(r[2]), code, str(r[3]), _copy_text(r[4]),
-                                  _copy_text(r[5]), str(r[6]), str(r[7]), str(r[8]), str(r[9]), str(r[10]),
-                                  _copy_text(r[11]), "{" + ",".join(map(str, c)) + "}")))
+            ent = ents.get(r[3])
+            if ent is None:
+                ent = ents[r[3]] = "\t".join((code, str(r[3]), _copy_text(r[4]), _copy_text(r[5])))
+            out.append("\t".join((str(r[0]), str(r[1]), _copy_text(r[2]), ent, str(r[6]), str(r[7]), str(r[8]),
+                                  str(r[9]), str(r[10]), _copy_text(r[11]), "{" + ",".join(map(str, c)) + "}")))
         out.append("")
         with self.conn.cursor() as cur, cur.copy(
                 f"COPY pg_temp._import_in ({', '.join(self.COLUMNS)}) FROM STDIN") as cp:
@@ -620,7 +631,7 @@ class _Rows:
         self.measurement = measurement
         self.where = where
         self.ent = layout.entity
-        self.eids: dict[tuple[int, str], tuple[int, str]] = {}  # → (entity id, ids as JSON)
+        self.eids: dict[tuple[int, tuple[Any, ...]], tuple[int, str, str]] = {}  # → (entity id, key, ids as JSON)
         self.rows: list[tuple] = []
         self.raw_counters: list[list[Any]] = []
         self.by_line: dict[int, list[Problem]] = {}
@@ -766,11 +777,12 @@ class _Rows:
             return
         assert sid is not None and f_us is not None and t_us is not None
         self.last_to[(sid, meas, tuple(ids.items()))] = t_us
-        key = entity_key(self.ent.id_fields, ids)
-        known = self.eids.get((sid, key))
+        ident = (sid, tuple(ids.values()))  # (the fields in the layout's order: the key's, once per entity)
+        known = self.eids.get(ident)
         if known is None:
-            known = self.eids[(sid, key)] = (entity_id(sid, self.ent.code, key), json.dumps(ids))
-        self.rows.append((line, sid, meas, known[0], key, known[1], cpu, f_us, t_us, t_us - f_us, error,
+            key = entity_key(self.ent.id_fields, ids)
+            known = self.eids[ident] = (entity_id(sid, self.ent.code, key), key, json.dumps(ids))
+        self.rows.append((line, sid, meas, known[0], known[1], known[2], cpu, f_us, t_us, t_us - f_us, error,
                           user_type))
         self.raw_counters.append([row[c] for c in lay.counter_col])
 
@@ -961,6 +973,7 @@ def condense_imported(conn: psycopg.Connection, system_ids: Iterable[int], *, wh
     months and years), a batch at a time; the hours done."""
     condensed = 0
     try:
+        conn.execute("SELECT measure.import_analyze()")  # (the planner sees the rows just stored)
         for sid in sorted(set(system_ids)):
             while True:
                 done = scalar(conn.execute("SELECT measure.import_condense(%s::smallint, %s, false)",

@@ -41,14 +41,18 @@ RETURN to_char(p_at, 'YYYY-MM-DD"T"HH24:MI:SS')
 GRANT EXECUTE ON FUNCTION measure.iso_timestamp(timestamp) TO measure_writer, measure_api, measure_reader;
 
 -- An instant as ISO 8601 local time of a zone with its UTC offset: 2026-03-01T08:00:00-05:00
--- (MEASURE's local civil time, unambiguous across a DST change).
+-- (MEASURE's local civil time, unambiguous across a DST change). One expression, so that the
+-- planner inlines it: as a function with a subquery it was called once per value, 80 % of the
+-- time of an export (2 × 614,640 calls for an hour of ref16 DISCOPEN: 33 s of 40).
+-- (Not STRICT, and no call of measure.iso_timestamp: a STRICT function whose body has a CASE,
+-- or an IMMUTABLE one calling the STABLE to_char, is never inlined. NULL in, NULL out still.)
 CREATE OR REPLACE FUNCTION measure.local_iso(p_at timestamptz, p_zone text)
-RETURNS text LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $$
-    SELECT measure.iso_timestamp(l) || CASE WHEN o < 0 THEN '-' ELSE '+' END
-           || lpad((abs(o) / 3600)::text, 2, '0') || ':' || lpad((abs(o) % 3600 / 60)::text, 2, '0')
-      FROM (SELECT p_at AT TIME ZONE p_zone AS l,
-                   extract(epoch FROM (p_at AT TIME ZONE p_zone) - (p_at AT TIME ZONE 'UTC'))::integer AS o) x
-$$;
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+RETURN to_char(p_at AT TIME ZONE p_zone, 'YYYY-MM-DD"T"HH24:MI:SS')
+       || CASE WHEN date_trunc('second', p_at) = p_at THEN '' ELSE '.' || to_char(p_at, 'US') END
+       || CASE WHEN (p_at AT TIME ZONE p_zone) < (p_at AT TIME ZONE 'UTC') THEN '-' ELSE '+' END
+       || to_char(abs(extract(epoch FROM (p_at AT TIME ZONE p_zone) - (p_at AT TIME ZONE 'UTC'))::integer)
+                  * INTERVAL '1 second', 'HH24:MI');
 GRANT EXECUTE ON FUNCTION measure.local_iso(timestamptz, text) TO measure_writer, measure_api, measure_reader;
 
 -- ---------------------------------------------------------------- staging
@@ -111,6 +115,9 @@ BEGIN
     IF to_regclass('pg_temp._import_problem') IS NOT NULL THEN DROP TABLE pg_temp._import_problem; END IF;
     CREATE TEMP TABLE _import_problem (line bigint, field text, kind text, other_line bigint,
                                        stored jsonb) ON COMMIT DROP;
+    -- the planner sees the staged rows as they are (a temporary table is never analysed by
+    -- autovacuum: unanalysed, every join below was planned for a handful of rows)
+    ANALYZE pg_temp._import_in;
 
     -- entities stored under another id (same system, type and key) keep theirs
     UPDATE pg_temp._import_in i SET entity_id = e.entity_id
@@ -150,6 +157,8 @@ BEGIN
       FROM pg_temp._import_in i
       JOIN pg_temp._import_meas m ON m.system_id = i.system_id AND m.name = upper(i.measurement)
     WINDOW w AS (PARTITION BY m.measurement_id, i.entity_id, i.from_us ORDER BY i.line);
+    TRUNCATE pg_temp._import_in;  -- (its space back: _import_rows holds the rows now)
+    ANALYZE pg_temp._import_rows;
     SELECT count(*) INTO v_rows FROM pg_temp._import_rows;
     INSERT INTO pg_temp._import_problem (line, field, kind, other_line)
     SELECT line, 'FROM-TIMESTAMP', 'file_conflict', first_line FROM pg_temp._import_rows
@@ -262,6 +271,15 @@ BEGIN
                updated_at = clock_timestamp()
          WHERE measurement_id = v_r.measurement_id;
     END LOOP;
+    -- the hours the import writes, of every file it stores in this transaction: the ones it
+    -- condenses (measure.import_condense), once, after the last file
+    IF to_regclass('pg_temp._import_hours') IS NULL THEN
+        CREATE TEMP TABLE _import_hours ON COMMIT DROP AS
+        SELECT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_rows LIMIT 0;
+    END IF;
+    INSERT INTO pg_temp._import_hours
+    SELECT DISTINCT system_id, _measure.hour_of(from_at) FROM pg_temp._import_rows
+    EXCEPT SELECT system_id, hour_at FROM pg_temp._import_hours;
     -- the intervals, stored as runs by the collector's rule; their hours are marked for
     -- condensing (and packing: a run may continue a stored one)
     IF to_regclass('pg_temp._interval_in') IS NULL THEN
@@ -272,16 +290,9 @@ BEGIN
     SELECT measurement_id, entity_id, TIMESTAMPTZ '1970-01-01 00:00:00+00', from_at, to_at, delta_us,
            3, system_id, type_code, cpu, error, counters
       FROM pg_temp._import_rows;
+    TRUNCATE pg_temp._import_rows;
+    ANALYZE pg_temp._interval_in;
     v_stored := _measure.store_intervals();
-    -- the hours the import writes, of every file it stores in this transaction: the ones it
-    -- condenses (measure.import_condense), once, after the last file
-    IF to_regclass('pg_temp._import_hours') IS NULL THEN
-        CREATE TEMP TABLE _import_hours ON COMMIT DROP AS
-        SELECT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_rows LIMIT 0;
-    END IF;
-    INSERT INTO pg_temp._import_hours
-    SELECT DISTINCT system_id, _measure.hour_of(from_at) FROM pg_temp._import_rows
-    EXCEPT SELECT system_id, hour_at FROM pg_temp._import_hours;
     RETURN jsonb_build_object('rows', v_rows + v_dups, 'stored', v_stored, 'unchanged', v_same,
                               'duplicates', v_dups, 'hours', v_hours, 'measurements', v_meas,
                               'systems', to_jsonb(v_systems));
@@ -371,3 +382,29 @@ END
 $$;
 REVOKE ALL ON FUNCTION measure.import_condense(smallint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.import_condense(smallint, integer, boolean) TO measure_writer, measure_api;
+
+-- The statistics of what an import wrote, inside its transaction, before it condenses: the
+-- run partitions of its hours, the entities, the dirty hours and its own list of hours.
+-- (Autovacuum analyses rows only after they are committed; planned on the statistics of the
+-- empty partitions, condensing 25 hours of a ref16 DISCOPEN file took 26 minutes, one such
+-- hour condensed after an ANALYZE 0.93 s: bench/RESULTS.md, issue 31.)
+CREATE OR REPLACE FUNCTION measure.import_analyze()
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_part regclass;
+BEGIN
+    IF to_regclass('pg_temp._import_hours') IS NULL THEN
+        RETURN;
+    END IF;
+    ANALYZE pg_temp._import_hours;
+    FOR v_part IN SELECT p.part FROM _measure.run_parts() p
+                   WHERE EXISTS (SELECT 1 FROM pg_temp._import_hours h
+                                  WHERE (p.lo IS NULL OR h.hour_at >= p.lo) AND (p.hi IS NULL OR h.hour_at < p.hi)) LOOP
+        EXECUTE format('ANALYZE %s', v_part);
+    END LOOP;
+    ANALYZE _measure.entity;
+    ANALYZE _measure.tier_dirty;
+END
+$$;
+REVOKE ALL ON FUNCTION measure.import_analyze() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.import_analyze() TO measure_writer, measure_api;

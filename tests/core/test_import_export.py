@@ -492,3 +492,34 @@ def test_import_failure_objects(env: str) -> None:
         with pytest.raises(ImportFailed) as err:
             import_rows(c, csv_rows(io.BytesIO(cpu_csv().encode() + b"\\HAND,\xff\xfe\n")), where="bin.csv")
         assert [str(p) for p in err.value.problems] == ["bin.csv:8: file: not UTF-8 text (byte 7 of the line)"]
+
+
+def test_an_export_read_an_hour_at_a_time_equals_the_one_query(env: str, tmp_path: Path) -> None:
+    """core.exporter.interval_chunks (one query per system and UTC hour of runs) writes what the
+    whole range's one query gives, in its order: two systems, hours apart, a window that
+    begins and ends inside runs; Parquet (Arrow's CSV reader) holds the typed query's values."""
+    import pyarrow.parquet as pq
+
+    from core.exporter import interval_chunks, interval_query, write_csv
+    with psycopg.connect(env) as c:
+        c.execute("INSERT INTO _measure.system (system_name, system_number, time_zone) VALUES ('\\ZED', 8, 'UTC')")
+    later = cpu_csv(times=lambda at: (datetime.fromisoformat(at) + timedelta(hours=2)).isoformat())
+    for name, text in (("a.csv", cpu_csv()), ("b.csv", later), ("c.csv", cpu_csv(system="\\ZED"))):
+        assert run("import", write(tmp_path, name, text)).exit_code == 0
+    spec = plan("cpu", "interval")[0]
+    windows = [(None, None), (datetime.fromisoformat(iso(9, 15)), datetime.fromisoformat(iso(11, 15)))]
+    with psycopg.connect(env) as c:
+        ids = [r[0] for r in c.execute("SELECT system_id FROM measure.system ORDER BY system_id DESC")]
+        for lo, hi in windows:
+            chunked, whole = io.BytesIO(), io.BytesIO()
+            n = export(c, spec, chunked, system_ids=ids, lo=lo, hi=hi)
+            assert write_csv(c, interval_query(spec.entity, ids, lo, hi)[0], whole) == n
+            assert chunked.getvalue() == whole.getvalue() and n == (18 if lo is None else 10)
+            parquet = io.BytesIO()
+            assert export(c, spec, parquet, system_ids=ids, lo=lo, hi=hi, fmt="parquet") == n
+            parquet.seek(0)
+            # a row group per hour's query (its rows one block), not one per row
+            hours = len(list(interval_chunks(c, spec.entity, ids, lo, hi)))
+            assert pq.ParquetFile(parquet).metadata.num_row_groups == hours == 3
+            typed = c.execute(interval_query(spec.entity, ids, lo, hi, typed=True)[0]).fetchall()
+            assert [tuple(r.values()) for r in pq.read_table(parquet).to_pylist()] == typed
