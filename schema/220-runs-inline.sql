@@ -1,0 +1,44 @@
+-- 220: the interval runs' counters stay in their row, compressed (issue 31, item 3).
+--
+-- Until here the counters, base and tail arrays of _measure.interval_run had the default
+-- storage (EXTENDED) and every partition a toast_tuple_target of 128 bytes, so that short runs
+-- were compressed too; but a row still over 128 bytes after compression (nearly every run:
+-- a DISCOPEN run of an hour compresses to about 230 bytes) was then moved out of line into
+-- TOAST, one TOAST row of its own (a tuple header, chunk id and sequence) and a TOAST index
+-- entry per run, plus an 18-byte pointer in the heap row. Storage MAIN keeps the compression
+-- at 128 bytes and moves a value out of line only when the row would not fit a page. Measured
+-- on a ref16 hour (bench/bench_density.py, bench/RESULTS.md): the runs with their indexes
+-- 0.95 → 0.74 bytes per counter value; nothing else changes (the values, the `nonzero`
+-- skip, every reader: a reader that skips a run by `nonzero` still never decompresses it).
+--
+-- Existing data, in place: on plain PostgreSQL every daily partition is rewritten once (an
+-- ALTER of `nonzero` to its own type with an expression, which rewrites the table and stores
+-- each row's arrays anew, in the row; its values are unchanged). It holds the runs locked while
+-- it rewrites them and needs room for one more copy of the largest partition.
+-- Not on TimescaleDB: it refuses a storage change of a hypertable with its column store
+-- enabled; there the chunks hold runs uncompressed only until the platform's upkeep compresses
+-- them into TimescaleDB's own column form (MEASUREDB_COMPRESS_AFTER), which is its density.
+-- Not on Citus (interval_run distributed): left for a change tested there.
+--
+-- (in a DO block: Citus sends an ALTER TABLE of a distributed table to the workers as its
+-- query string, which here would be this whole file)
+DO $inline$
+DECLARE
+    v_distributed boolean := false;
+BEGIN
+    IF (SELECT c.relkind FROM pg_class c WHERE c.oid = '_measure.interval_run'::regclass) <> 'p' THEN
+        RETURN;   -- a hypertable
+    END IF;
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = ''_measure.interval_run''::regclass)'
+           INTO v_distributed;
+    END IF;
+    IF v_distributed THEN
+        RETURN;
+    END IF;
+    ALTER TABLE _measure.interval_run ALTER COLUMN counters SET STORAGE MAIN,
+                                      ALTER COLUMN base SET STORAGE MAIN,
+                                      ALTER COLUMN tail SET STORAGE MAIN;
+    ALTER TABLE _measure.interval_run ALTER COLUMN nonzero TYPE bigint USING nonzero + 0;
+END
+$inline$;
