@@ -9,21 +9,26 @@ bench_scale.py does), written by the collector's writer (binary COPY of runs, en
 copies) into a fresh database and condensed into every tier, then VACUUM ANALYZE and:
 
 1. per entity type: the runs as stored (the counters array as PostgreSQL keeps it, compressed
-   or not: pg_column_size; the rest of the row with its header and line pointer; the runs'
-   indexes shared out by rows) in bytes per counter value, beside
+   or not: pg_column_size; the rest: heap rows, TOAST rows, page slack and indexes of the
+   runs, shared out by rows) in bytes per counter value, beside
    - H: the empirical (order-0) entropy of the values, per counter, of the better of the value
      itself and its difference from the previous interval of its run (a MEASURE interval
      record is already the delta of a cumulative counter: a second difference helps levels and
      steady rates): the information in the values if each were coded alone (the floor);
-   - zstd(run) and lz4(run): each run's counters laid out [counter][interval] as zigzag
-     differences from the previous interval in LEB128 varints, compressed alone (a practical
-     per-row payload; PyArrow's codecs);
+   - PostgreSQL(run), zstd(run), lz4(run): each run's counters laid out [counter][interval] as
+     zigzag differences from the previous interval in LEB128 varints, compressed alone: by the
+     server itself (a bytea kept in its row, compressed over 128 bytes as the counters are),
+     and by PyArrow's zstd and lz4 (a practical per-row payload);
    - zstd(hour): the same layout of all the runs of the type and hour compressed together
      (what a column store reaches by compressing many rows at once);
 2. everything, by part (runs, extra copies, entities, hour/shift/month/year tiers, record
    tiers, DISCOPEN and terminal rollups, the rest): heap, TOAST and indexes, in bytes per
    counter value. The catalogue and an empty schema (the size of the database before the
-   first row) are left out: they do not grow with the data.
+   first row) are left out: they do not grow with the data;
+3. three reads of the runs (best of three): every interval as condensing reads it, the
+   DISCOPEN driver calls with idle runs skipped by `nonzero`, MEASREAD of 50 processes.
+The same runs are measured as release 130's writer stored them, after schema/220-runs-inline.sql rewrote them
+in place, and as today's writer stores them.
 
 :func:`density_table` is the part a caller with a database of its own uses (bench_scale.py):
 bytes per value of everything and of the runs, and the entropy floor, of what is stored.
@@ -154,7 +159,19 @@ def _codecs(conn: psycopg.Connection, code: int) -> dict[str, float]:
             d = np.concatenate([np.diff(m[:, p], prepend=0) for m in ms])
             bits += min(_entropy(v), _entropy(d))
     hour_zstd = sum(len(pa.compress(b"".join(v), "zstd", asbytes=True)) for v in hourly.values())
-    return {"values": values, "floor": bits / 8, "zstd_run": runs_zstd, "lz4_run": runs_lz4, "zstd_hour": hour_zstd}
+    # PostgreSQL's own codec on the same layout: each run's bytes as a bytea kept in its row and
+    # compressed by the server (pglz or lz4, as the counters are) once over 128 bytes
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _layout (b bytea) WITH (toast_tuple_target = 128)")
+    conn.execute("ALTER TABLE _layout ALTER COLUMN b SET STORAGE MAIN")
+    conn.execute("TRUNCATE _layout")
+    with conn.cursor().copy("COPY _layout (b) FROM STDIN") as cp:
+        for lays in hourly.values():
+            for lay in lays:
+                cp.write_row((lay,))
+    runs_pg = int(conn.execute("SELECT coalesce(sum(pg_column_size(b)), 0) FROM _layout").fetchone()[0])
+    conn.execute("DROP TABLE _layout")
+    return {"values": values, "floor": bits / 8, "zstd_run": runs_zstd, "lz4_run": runs_lz4, "zstd_hour": hour_zstd,
+            "pg_run": runs_pg}
 
 
 def per_type(conn: psycopg.Connection, codecs: dict[int, dict[str, float]] | None = None) -> list[dict[str, Any]]:
@@ -270,28 +287,57 @@ def build(admin: str, hours: int, seed: int, tmp: Path) -> tuple[str, int]:
     return url, empty
 
 
+READS = (
+    ("every interval of every run, all counters (condensing's read)",
+     "SELECT count(*), sum(i.c[i.i][1]) FROM _measure.system s, _measure.entity_type t,"
+     " LATERAL _measure.intervals(s.system_id, t.type_code, '-infinity', 'infinity') i"),
+    ("DISCOPEN driver calls, idle runs skipped by `nonzero`",
+     "SELECT count(*), sum(i.c[i.i][2] + i.c[i.i][3]) FROM _measure.system s, _measure.entity_type t,"
+     " LATERAL _measure.intervals(s.system_id, t.type_code, '-infinity', 'infinity',"
+     "   _measure.counter_mask(t.type_code, ARRAY['driver_input_calls', 'driver_output_calls'])) i"
+     " WHERE t.entity = 'discopen'"),
+    ("MEASREAD of 50 processes' interval records",
+     "SELECT count(*), sum(r.counters[1]) FROM measure.interval_record r"
+     " WHERE (r.measurement_id, r.entity_id) IN (SELECT 1, e.entity_id FROM _measure.entity e"
+     "  JOIN _measure.entity_type t USING (type_code) WHERE t.entity = 'process' ORDER BY 2 LIMIT 50)"),
+)
+
+
+def reads(conn: psycopg.Connection) -> list[tuple[str, float, Any]]:
+    """The best of three timings of each read of READS (seconds) and its answer."""
+    out = []
+    for name, sql in READS:
+        best, answer = float("inf"), None
+        for _ in range(3):
+            t0 = time.perf_counter()
+            answer = conn.execute(sql).fetchone()
+            best = min(best, time.perf_counter() - t0)
+        out.append((name, best, answer))
+    return out
+
+
 def report(conn: psycopg.Connection, empty: int, title: str, codecs: dict[int, dict[str, float]]) -> None:
     values = counter_values(conn)
     types = per_type(conn, codecs)
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     print(f"#### {title}: {values:,} counter values\n")
     print("| entity type | runs | values | stored B/value (array + rest) | floor H B/value | "
-          "stored ÷ floor | zstd(run) | lz4(run) | zstd(hour) |\n|---|---|---|---|---|---|---|---|---|")
+          "stored ÷ floor | PostgreSQL(run) | zstd(run) | lz4(run) | zstd(hour) |\n|---|---|---|---|---|---|---|---|---|---|")
     tot = defaultdict(float)
     for t in sorted(types, key=lambda t: -t["values"]):
         v = t["values"] or 1
         s = t["array"] + t["rest"]
-        for key in ("runs", "values", "array", "rest", "floor", "zstd_run", "lz4_run", "zstd_hour"):
+        for key in ("runs", "values", "array", "rest", "floor", "pg_run", "zstd_run", "lz4_run", "zstd_hour"):
             tot[key] += t[key]
         print(f"| {t['type']} | {t['runs']:,} | {t['values']:,} | {s / v:.3f} ({t['array'] / v:.3f} + "
               f"{t['rest'] / v:.3f}) | {t['floor'] / v:.3f} | "
-              f"{s / max(t['floor'], 1):.1f} | {t['zstd_run'] / v:.3f} | {t['lz4_run'] / v:.3f} | "
+              f"{s / max(t['floor'], 1):.1f} | {t['pg_run'] / v:.3f} | {t['zstd_run'] / v:.3f} | {t['lz4_run'] / v:.3f} | "
               f"{t['zstd_hour'] / v:.3f} |")
     v = tot["values"] or 1
     s = tot["array"] + tot["rest"]
     print(f"| **all** | {int(tot['runs']):,} | {int(v):,} | **{s / v:.3f}** ({tot['array'] / v:.3f} + "
           f"{tot['rest'] / v:.3f}) | **{tot['floor'] / v:.3f}** | "
-          f"{s / max(tot['floor'], 1):.1f} | {tot['zstd_run'] / v:.3f} | {tot['lz4_run'] / v:.3f} | "
+          f"{s / max(tot['floor'], 1):.1f} | {tot['pg_run'] / v:.3f} | {tot['zstd_run'] / v:.3f} | {tot['lz4_run'] / v:.3f} | "
           f"{tot['zstd_hour'] / v:.3f} |\n")
     print("| part of everything | heap | TOAST | indexes | total B/value |\n|---|---|---|---|---|")
     total = 0
@@ -301,6 +347,10 @@ def report(conn: psycopg.Connection, empty: int, title: str, codecs: dict[int, d
         print(f"| {part} | {s['heap'] / v:.3f} | {s['toast'] / v:.3f} | {s['index'] / v:.3f} | {b / v:.3f} |")
     print(f"| **all tables** | | | | **{total / v:.3f}** |")
     print(f"| database size less the empty schema ({empty / 2**20:.1f} MiB) | | | | {(size - empty) / v:.3f} |\n")
+    print("| read of the runs | best of 3 | answer |\n|---|---|---|")
+    for name, seconds, answer in reads(conn):
+        print(f"| {name} | {seconds * 1000:,.0f} ms | {answer} |")
+    print()
 
 
 def main() -> None:
