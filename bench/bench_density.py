@@ -319,7 +319,10 @@ def reads(conn: psycopg.Connection) -> list[tuple[str, float, Any]]:
 def report(conn: psycopg.Connection, empty: int, title: str, codecs: dict[int, dict[str, float]]) -> None:
     values = counter_values(conn)
     types = per_type(conn, codecs)
-    size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    # (less this session's temporary tables: the copy of the runs main() rewrites from)
+    size = conn.execute("SELECT (pg_database_size(current_database())"
+                        " - (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                        "     WHERE c.relpersistence = 't' AND c.relkind = 'r'))::bigint").fetchone()[0]
     print(f"#### {title}: {values:,} counter values\n")
     print("| entity type | runs | values | stored B/value (array + rest) | floor H B/value | "
           "stored ÷ floor | PostgreSQL(run) | zstd(run) | lz4(run) | zstd(hour) |\n|---|---|---|---|---|---|---|---|---|---|")
