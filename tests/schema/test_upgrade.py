@@ -1,4 +1,6 @@
-"""Upgrade in place: a database at the last release before the interval runs (schema version
+"""Upgrade in place (a release-130 database: test_upgrade_from_130_stores_runs_inline, at the end).
+
+A database at the last release before the interval runs (schema version
 90, tests/fixtures/schema-090) moves to today's layout with its data (schema/101-interval-runs-migrate.sql), and every
 interval record, copy, tier, report and dashboard function answers exactly as before.
 
