@@ -49,6 +49,7 @@ class Report:
     window: str = "day"               # 'day' (one date), 'range' (from/to dates), 'time' (timestamps)
     empty: str = "NO ROWS"
     meta: tuple[str, ...] = field(default_factory=tuple)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # parameter -> allowed values
 
     @property
     def sql(self) -> str:
@@ -140,6 +141,25 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("oss_busy_percent", "OSS/BUSY", F), Column("pipe_messages_per_second", "PIPE/MSGS/PER SEC", "f2"),
         Column("oss_file_calls_per_second", "OSS FILE/CALLS/PER SEC", "f2"),
         Column("oss_processes_end", "OSS/PROC-/ESSES", "i")), window="time"),
+    # Automatic analysis (schema/idempotent/060-analysis.sql, docs/analysis.md)
+    Report("exceptions", "EXCEPTIONS AGAINST THE BASELINE", {**_WINDOW, "severity": None}, (
+        Column("local_hour", "LOCAL/HOUR"), Column("entity", "ENTITY"), Column("subject", "SUBJECT"),
+        Column("item", "ITEM"), Column("value", "VALUE", "f2"), Column("baseline", "BASE-/LINE", "f2"),
+        Column("band_low", "BAND/LOW", "f2"), Column("band_high", "BAND/HIGH", "f2"),
+        Column("deviation", "DEVI-/ATION", F), Column("severity", "SEVER-/ITY"), Column("direction", "DIREC-/TION"),
+        Column("weeks", "WEEKS/LEARNED", "i")), window="time", empty="NO EXCEPTIONS",
+        choices={"severity": ("minor", "major")}),
+    Report("baseline-week", "THE WEEK AGAINST ITS BASELINE",
+           {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED}, (
+        Column("entity", "ENTITY"), Column("subject", "SUBJECT"), Column("item", "ITEM"),
+        Column("hours", "HOURS/JUDGED", "i"), Column("hours_above", "HOURS/ABOVE", "i"),
+        Column("hours_below", "HOURS/BELOW", "i"), Column("major_hours", "MAJOR/HOURS", "i"),
+        Column("largest_deviation", "LARGEST/DEVI-/ATION", F), Column("largest_at", "AT/(LOCAL)"),
+        Column("largest_value", "ITS/VALUE", "f2"), Column("largest_baseline", "ITS/BASE-/LINE", "f2"),
+        Column("weeks_min", "WEEKS/LEARNED/(FEWEST)", "i")), window="range", empty="NO EXCEPTIONS"),
+    Report("health-verdict", "HEALTH VERDICT", {"system": REQUIRED, "day": REQUIRED}, (
+        Column("indicator", "INDICATOR"), Column("verdict", "PROB-/LEM"), Column("subject", "SUBJECT"),
+        Column("evidence", "EVIDENCE"), Column("action", "RECOMMENDATION")), empty="NO INDICATORS"),
     # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
     Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (
@@ -178,6 +198,10 @@ def bind(name: str, **given: Any) -> dict[str, Any]:
     missing = [k for k, v in out.items() if v is REQUIRED]
     if missing:
         raise ReportError(f"report {name}: missing parameter(s) {', '.join(missing)}")
+    for key, allowed in rep.choices.items():
+        if out[key] is not None and out[key] not in allowed:
+            raise ReportError(f"report {name}: {key} {out[key]!r} is not one of its values; "
+                              f"use {' or '.join(allowed)}")
     for lo, hi in (("date_from", "date_to"), ("from_at", "to_at")):
         if lo in out and out[lo] > out[hi]:
             raise ReportError(f"report {name}: {lo} {out[lo]} is after {hi} {out[hi]}")

@@ -1,0 +1,8 @@
+-- health-verdict: GPA-style indicators of one local day, each true when the problem is present,
+-- with the figures that decided it, Table 1's symptom, report, cause and action, and the day's
+-- score (100 - the weights of the problems present; docs/analysis.md).
+--
+-- Parameters: system, day (local)
+-- Output: day, indicator, verdict, evidence, subject, symptom, report, cause, action, score
+-- Runs as measure_reader (measure.* only).
+SELECT * FROM measure.report_health_verdict(p_system => %(system)s::text, p_day => %(day)s::date);
