@@ -6,5 +6,8 @@
 -- Output: entity, subject, item, hours, hours_above, hours_below, major_hours, largest_deviation,
 --   largest_at (local), largest_value, largest_baseline, weeks_min
 -- Runs as measure_reader (measure.* only).
-SELECT * FROM measure.report_baseline_week(p_system => %(system)s::text, p_first => %(date_from)s::date,
-                                           p_last => %(date_to)s::date);
+SELECT w.entity, w.subject, w.item, w.hours, w.hours_above, w.hours_below, w.major_hours, w.largest_deviation,
+       w.largest_at, w.largest_value, w.largest_baseline, w.weeks_min
+  FROM measure.report_baseline_week(p_system => %(system)s::text, p_first => %(date_from)s::date,
+                                    p_last => %(date_to)s::date) WITH ORDINALITY w
+ ORDER BY w.ordinality;  -- entities in tier order, the largest deviation first

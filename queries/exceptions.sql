@@ -8,4 +8,5 @@
 --   (how many earlier weeks the baseline was learned from)
 -- Runs as measure_reader (measure.* only). Hours starting in [from_at, to_at).
 SELECT * FROM measure.report_exceptions(p_system => %(system)s::text, p_from => %(from_at)s::timestamptz,
-                                        p_to => %(to_at)s::timestamptz, p_severity => %(severity)s::text);
+                                        p_to => %(to_at)s::timestamptz, p_severity => %(severity)s::text)
+ ORDER BY hour_at, severity DESC, abs(deviation) DESC, entity, subject, item;
