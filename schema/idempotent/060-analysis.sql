@@ -113,7 +113,9 @@ DECLARE
     v_rows integer := 0;
     v_n integer;
 BEGIN
-    IF p_hours IS NULL OR cardinality(p_hours) = 0 THEN
+    -- SET measuredb.analysis = off: condensing leaves the baselines as they are (bench/bench_analysis.py
+    -- measures condensing with and without them; _measure.analysis_rebuild catches up)
+    IF p_hours IS NULL OR cardinality(p_hours) = 0 OR current_setting('measuredb.analysis', true) = 'off' THEN
         RETURN 0;
     END IF;
     v_first := (SELECT min(h) FROM unnest(p_hours) h);
@@ -148,12 +150,13 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense_analysis(smallint, timestamptz[]) TO measure_writer;
 
--- Every stored hour of a system again (after its settings changed); returns the rows stored.
+-- Every condensed hour of a system again (after its settings changed, or hours condensed with
+-- measuredb.analysis off): the hours whose hour tiers are kept; returns the rows stored.
 CREATE OR REPLACE FUNCTION _measure.analysis_rebuild(p_system smallint)
 RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
     RETURN _measure.condense_analysis(p_system, ARRAY(
-        SELECT DISTINCT hour_at FROM _measure.hour_baseline WHERE system_id = p_system ORDER BY 1));
+        SELECT DISTINCT hour_at FROM _measure.cpu_hour WHERE system_id = p_system ORDER BY 1));
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.analysis_rebuild(smallint) TO measure_writer;
@@ -481,3 +484,60 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION measure.report_health_verdict(text, date) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION measure.report_health_verdict(text, date) TO measure_writer, measure_api, measure_reader;
+
+-- ---------------------------------------------------------------- dashboards and alerts
+
+-- The hourly values of one item of the given subjects (display names; NULL: all) in
+-- [p_from, p_to) with their baseline and minor band (NULL where nothing was learned) and
+-- severity: the exceptions dashboard's graphs.
+CREATE OR REPLACE FUNCTION measure.baseline_series(p_system text, p_from timestamptz, p_to timestamptz,
+                                                   p_entity text, p_item text, p_subjects text[] DEFAULT NULL)
+RETURNS TABLE (hour_at timestamptz, subject text, value double precision, baseline double precision,
+               band_low double precision, band_high double precision, severity smallint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT x.hour_at, x.subject, x.value, x.median, x.band_low, x.band_high, x.severity
+      FROM (SELECT b.hour_at, _measure.analysis_subject(b.entity, b.subject) AS subject, b.value, b.median,
+                   b.band_low, b.band_high, b.severity
+              FROM _measure.hour_baseline b
+             WHERE b.system_id = measure.system_id_of(p_system) AND b.hour_at >= p_from AND b.hour_at < p_to
+               AND b.entity = p_entity AND b.item = p_item) x
+     WHERE p_subjects IS NULL OR x.subject = ANY (p_subjects)
+     ORDER BY x.hour_at, x.subject
+$$;
+REVOKE ALL ON FUNCTION measure.baseline_series(text, timestamptz, timestamptz, text, text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.baseline_series(text, timestamptz, timestamptz, text, text, text[])
+    TO measure_writer, measure_api, measure_reader;
+
+-- The exceptions of every system (p_system NULL) or one in [p_from, p_to): the alert rule's query.
+CREATE OR REPLACE FUNCTION measure.exception_check(p_system text, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (system_name text, hour_at timestamptz, entity text, subject text, item text, severity text,
+               deviation double precision)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT y.system_name, b.hour_at, b.entity, _measure.analysis_subject(b.entity, b.subject), b.item,
+           CASE b.severity WHEN 2 THEN 'major' ELSE 'minor' END, b.deviation
+      FROM _measure.system y
+      JOIN _measure.hour_baseline b ON b.system_id = y.system_id
+     WHERE (p_system IS NULL OR y.system_id = measure.system_id_of(p_system))
+       AND b.hour_at >= p_from AND b.hour_at < p_to AND b.severity > 0
+     ORDER BY 1, 2, 3, 4, 5
+$$;
+REVOKE ALL ON FUNCTION measure.exception_check(text, timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.exception_check(text, timestamptz, timestamptz)
+    TO measure_writer, measure_api, measure_reader;
+
+-- The health verdict of the last local day in [p_from, p_to) that has a condensed CPU hour:
+-- the threshold dashboard's first row.
+CREATE OR REPLACE FUNCTION measure.dashboard_health(p_system text, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (day date, indicator text, verdict boolean, evidence text, subject text, symptom text,
+               report text, cause text, action text, score integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT v.*
+      FROM (SELECT (max(h.hour_at) AT TIME ZONE y.time_zone)::date AS day
+              FROM _measure.system y JOIN _measure.cpu_hour h ON h.system_id = y.system_id
+             WHERE y.system_id = measure.system_id_of(p_system) AND h.hour_at >= p_from AND h.hour_at < p_to
+             GROUP BY y.time_zone) d
+     CROSS JOIN LATERAL measure.report_health_verdict(p_system, d.day) v
+$$;
+REVOKE ALL ON FUNCTION measure.dashboard_health(text, timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION measure.dashboard_health(text, timestamptz, timestamptz)
+    TO measure_writer, measure_api, measure_reader;
