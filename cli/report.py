@@ -100,10 +100,13 @@ def report_command(
         with database() as url, psycopg.connect(url) as conn:
             rows = reports.run_report(conn, name, **params)
             empty = None if rows else reports.no_data(conn, name, params)
+            learned = None if rows or empty else reports.no_baseline(conn, name, params)
     except (reports.ReportError, DatabaseError) as exc:
         _err.print(f"measuredb report: {exc}", markup=False)
         raise typer.Exit(2) from None
-    typer.echo(reports.render(name, rows, params, output, empty), nl=False)
+    typer.echo(reports.render(name, rows, params, output, empty or learned), nl=False)
+    if learned is not None and output != "text":
+        _err.print(f"measuredb report: {learned}", markup=False)
     if empty is not None:  # no data is not "nothing found": say so, and exit 1
         if output != "text":
             _err.print(f"measuredb report: {empty}", markup=False)

@@ -257,6 +257,33 @@ def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str 
     return f"NO DATA: {params['system']} has no measured hour {where} ({held})"
 
 
+def no_baseline(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str | None:
+    """For the reports against the learned baseline (exceptions, baseline-week) without rows:
+    the line that says how much was learned, so that "no exceptions" in a system's first week
+    (nothing to learn from) is not read as "nothing unusual"; None for the other reports."""
+    if name not in ("exceptions", "baseline-week"):
+        return None
+    row = conn.execute("SELECT time_zone FROM measure.config_system_info(%s)", (params["system"],)).fetchone()
+    if row is None:
+        return None
+    lo, hi = window(name, params, row[0])
+    if name == "baseline-week":  # its days exactly
+        hi = datetime.combine(params["date_to"] + timedelta(days=1), time(0), tzinfo=ZoneInfo(row[0]))
+    cov = conn.execute("SELECT hours, judged_hours, weeks_min, weeks_max, weeks_setting "
+                       "FROM measure.baseline_coverage(%s, %s, %s)", (params["system"], lo, hi)).fetchone()
+    if cov is None or not cov[0]:
+        return None
+    hours, judged, least, most, setting = cov
+    if not judged:
+        return (f"NO EXCEPTIONS: no hour has a baseline yet ({hours} hour(s) stored, none judged): "
+                f"{params['system']} has no earlier week to learn from (the same local hour of up to "
+                f"{setting} earlier weeks, holidays left out)")
+    if least is not None and least < setting:
+        return (f"NO EXCEPTIONS ({judged} hour(s) judged, baselines learned from {least} to {most} "
+                f"of {setting} earlier weeks)")
+    return None
+
+
 # ---------------------------------------------------------------- rendering
 
 def _plain(v: Any) -> Any:

@@ -162,3 +162,18 @@ def test_the_health_verdict_of_a_day(sys_id, conn) -> None:
 def test_a_report_parameter_out_of_its_choices_is_refused() -> None:
     with pytest.raises(reports.ReportError, match="severity 'all'.*minor or major"):
         reports.bind("exceptions", system=SYSTEM, from_at=hour_of(FIRST), to_at=hour_of(FIRST), severity="all")
+
+
+def test_fewer_earlier_weeks_than_the_setting_are_said(sys_id, conn) -> None:
+    def note(first: date) -> str | None:
+        params = reports.bind("exceptions", system=SYSTEM, from_at=hour_of(first),
+                              to_at=hour_of(first + timedelta(days=7)))
+        assert reports.run_report(conn, "exceptions", **params) == []
+        return reports.no_baseline(conn, "exceptions", params)
+
+    assert note(FIRST) == ("NO EXCEPTIONS: no hour has a baseline yet (7 hour(s) stored, none judged): \\ANA has "
+                           "no earlier week to learn from (the same local hour of up to 4 earlier weeks, "
+                           "holidays left out)")
+    assert note(FIRST + timedelta(days=7)) == ("NO EXCEPTIONS (7 hour(s) judged, baselines learned from 1 to 1 "
+                                               "of 4 earlier weeks)")
+    assert reports.no_baseline(conn, "threshold", {"system": SYSTEM}) is None
