@@ -37,7 +37,7 @@ class ReportError(ValueError):
 class Column:
     key: str
     heading: str          # '/' separates heading lines, as in ENFORM's HEADING "MAX/CPU/QLEN"
-    fmt: str = "s"        # 's' text, 'i' integer, 'f1' F5.1, 'f2', 'f4', 'n' thousands
+    fmt: str = "s"        # 's' text, 'i' integer, 'f1' F5.1, 'f2', 'f4', 'n' thousands, 'yn' YES/no
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("largest_value", "ITS/VALUE", "f2"), Column("largest_baseline", "ITS/BASE-/LINE", "f2"),
         Column("weeks_min", "WEEKS/LEARNED/(FEWEST)", "i")), window="range", empty="NO EXCEPTIONS"),
     Report("health-verdict", "HEALTH VERDICT", {"system": REQUIRED, "day": REQUIRED}, (
-        Column("indicator", "INDICATOR"), Column("verdict", "PROB-/LEM"), Column("subject", "SUBJECT"),
+        Column("indicator", "INDICATOR"), Column("verdict", "PROB-/LEM", "yn"), Column("subject", "SUBJECT"),
         Column("evidence", "EVIDENCE"), Column("action", "RECOMMENDATION")), empty="NO INDICATORS"),
     # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
@@ -321,6 +321,8 @@ def fmt(value: Any, kind: str) -> str:
         return ""
     if isinstance(value, list):  # one figure per element (the busy % of each IPU)
         return " ".join(fmt(v, kind) for v in value)
+    if kind == "yn":
+        return "YES" if value else "no"
     if kind == "i":
         return str(int(value))
     if kind == "n":
@@ -414,6 +416,9 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
     lines = _title_block(rep, params, total)
     if name == "threshold" and rows:
         lines.append(f"   {'OS VERSION:':<12}{rows[0].get('os_version') or ''}")
+    if name == "health-verdict" and rows:  # docs/analysis.md: 100 - the weights of the problems present
+        lines.append(f"   {'SCORE:':<12}{rows[0]['score']}/100, "
+                     f"{sum(1 for r in rows if r['verdict'])} of {len(rows)} indicators show a problem")
     lines.append("")
     for level in range(depth):
         parts = []

@@ -300,7 +300,7 @@ INSERT INTO _measure.health_indicator AS h (indicator, ord, limit_value, weight,
      'Lines dashboard',
      'Traffic near the line''s capacity: long messages or too many terminals on one line',
      'Move terminals to other lines, shorten messages or use a faster line'),
-    ('busy_high_priority_process', 7, 25, 10, 'High CPU utilization, high I/O per second and a high priority',
+    ('busy_high_priority_process', 7, 50, 10, 'High CPU utilization, high I/O per second and a high priority',
      'Busy Process report',
      'Batch job run at the wrong priority (or a continuously executing process)',
      'Control priorities of batch work: run it below the servers, outside the peak'),
@@ -356,7 +356,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
            AND i.value IS NOT NULL),
     -- the worst hour of an entity and item, and how many hours broke the limit
     worst AS (
-        SELECT x.indicator, x.label, x.unit, x.entity,
+        SELECT x.indicator, x.label, x.entity,
+               (array_agg(x.unit ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS unit,
                (array_agg(x.subject ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS subject,
                (array_agg(x.hour_at ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS hour_at,
                max(x.value) AS value, count(*) FILTER (WHERE x.value > l.v) AS over, l.v
@@ -372,7 +373,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                 SELECT 'line_over_utilised', '', ' % ' || replace(h.item, '_', ' '), h.* FROM hi h
                  WHERE h.entity = 'line' AND h.item IN ('read_busy', 'write_busy')) x
           JOIN lim l ON l.indicator = x.indicator
-         GROUP BY x.indicator, x.label, x.unit, x.entity, l.v),
+         GROUP BY x.indicator, x.label, x.entity, l.v),
     peak AS (
         SELECT w.indicator, w.value > w.v AS verdict,
                format('%s%s: %s%s at %s (limit %s); %s hour(s) above', w.label,

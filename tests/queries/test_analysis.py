@@ -7,7 +7,9 @@ interval each). CPU 1 is 20 % busy every day; CPU 0 is 40 % busy every day excep
 2024-04-24 (90 %), Wednesday 2024-05-01 (90 %) and Thursday 2024-05-02 (55 %). With the
 defaults (4 weeks, minor 3, major 5, relative floor 0.25, CPU busy floor 10) a constant 40 %
 learns median 40 and MAD 0, so scale = max(10, 0.25 x 40) / 3 = 10/3: the minor band is 30-50,
-55 % is 4.5 scales above (minor), 90 % 15 (major).
+55 % is 4.5 scales above (minor), 90 % 15 (major). On 2024-05-01 only, a process $BAT at
+priority 190 (60 % busy) and a line $L1 (60 % read busy) are measured in CPU 0's hour, and the
+CPUs count 40 disc I/Os per transaction.
 """
 
 from __future__ import annotations
@@ -61,6 +63,23 @@ def load(conn: psycopg.Connection) -> int:
                             "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, %s, %s)",
                             (meas, ent, start, at, at + timedelta(hours=1), 3600 * M, sys_id, cpu.code, n, counters))
                 cur.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (sys_id, at, at))
+        # on the verdict's day only (nothing to learn from: not judged), in CPU 0's hour: a
+        # process at priority 190 60 % busy, a line 60 % read busy
+        at = hour_of(date(2024, 5, 1))
+        for entity, key, ids, counter in (
+                ("process", "p", '{"cpu": 0, "pin": 300, "process_name": "$BAT", "program_file_name": "$A.B.C", '
+                                 '"priority": 190}', "cpu_busy_time"),
+                ("line", "l", '{"device_name": "$L1", "cpu": 0, "pin": 10}', "read_busy_time")):
+            et = CAT.entity(entity)
+            ent = cur.execute("INSERT INTO _measure.entity (system_id, type_code, key, ids, cpu, first_seen_at) "
+                              "VALUES (%s, %s, %s, %s, 0, %s) RETURNING entity_id",
+                              (sys_id, et.code, key, ids, start)).fetchone()[0]
+            counters = [0] * len(et.counters)
+            counters[et.index(counter)] = 60 * 36 * M
+            cur.execute("INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, "
+                        "to_at, delta_us, closing_kind, system_id, type_code, cpu, counters) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, 0, %s)",
+                        (meas, ent, start, at, at + timedelta(hours=1), 3600 * M, sys_id, et.code, counters))
     assert conn.execute("SELECT _measure.condense(%s::smallint)", (sys_id,)).fetchone() == (DAYS,)
     return sys_id
 
@@ -143,20 +162,25 @@ def test_the_health_verdict_of_a_day(sys_id, conn) -> None:
         "cpu_load_balance": (True, "CPU 0 averaged 90.0 % busy, CPU 1 20.0 %: spread 70.0 points (limit 20)", "0"),
         "disc_over_utilised": (False, "no disc measured", None),
         "disc_queuing": (False, "no disc measured", None),
-        "line_over_utilised": (False, "no line measured", None),
-        "busy_high_priority_process": (False, "no application process at priority 150 to 199 was measured", None),
+        "line_over_utilised": (True, "$L1: 60.0 % read busy at 10:00 (limit 50); 1 hour(s) above", "$L1"),
+        "busy_high_priority_process": (True, "$BAT (priority 190): 60.0 % of CPU at 10:00 (limit 50 %); "
+                                             "1 process-hour(s) above", "$BAT"),
         "transient_processes": (False, "0 process(es) created lived less than 10 minutes (limit 24 a day)", None),
         "dynamic_file_opens": (False, "0 disc file(s) opened during the day, 0.000 per terminal transaction "
                                       "(limit 0.1 per transaction, at least 100)", None),
         "file_ios_per_transaction": (True, "144000 disc I/Os / 3600 terminal transactions = 40.0 per transaction "
                                            "(limit 30)", None),
     }
-    # 100 - 20 (CPU over-utilised) - 10 (load balance) - 5 (file I/Os per transaction)
-    assert {r["score"] for r in rows} == {65}
+    # 100 - 20 (CPU over-utilised) - 10 (load balance) - 10 (line) - 10 (priority) - 5 (file I/Os)
+    assert {r["score"] for r in rows} == {45}
     assert rows[0]["action"].startswith("Find the busiest processes")
-    # the next day: only the imbalance (55 against 20: 35 points)
+    text = reports.render_text("health-verdict", rows, {"system": SYSTEM, "day": date(2024, 5, 1)})
+    assert "SCORE:      45/100, 5 of 10 indicators show a problem" in text
+    # the next day: only the imbalance (55 against 20: 35 points); nothing of the process or line
     rows = reports.run_report(conn, "health-verdict", system=SYSTEM, day=date(2024, 5, 2))
     assert [r["indicator"] for r in rows if r["verdict"]] == ["cpu_load_balance"] and rows[0]["score"] == 90
+    assert {r["indicator"]: r["evidence"] for r in rows}["busy_high_priority_process"] == (
+        "no application process at priority 150 to 199 was measured")
 
 
 def test_a_report_parameter_out_of_its_choices_is_refused() -> None:
