@@ -789,53 +789,22 @@ SELECT $__timeTo()::timestamptz AS "time", c.system_name, c.entity, c.subject, c
  ORDER BY 1, 2, 3, 4, 5""".strip()
 
 
-def alerting() -> dict[str, Any]:
-    rules = []
-    for entity in ENTITIES:
-        rules.append({
-            "uid": f"measuredb-threshold-{entity}",
-            "title": f"{entity.upper()} threshold broken",
-            "condition": "C",
-            "data": [
-                {"refId": "A", "relativeTimeRange": {"from": 7200, "to": 0}, "datasourceUid": "measuredb",
-                 "model": {"refId": "A", "datasource": {"type": DS_TYPE, "uid": "measuredb"},
-                           "rawQuery": True, "editorMode": "code", "format": "time_series",
-                           "rawSql": alert_query(entity), "intervalMs": 60000, "maxDataPoints": 43200}},
-                {"refId": "B", "datasourceUid": "__expr__",
-                 "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "max",
-                           "settings": {"mode": "dropNN"},
-                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
-                {"refId": "C", "datasourceUid": "__expr__",
-                 "model": {"refId": "C", "type": "threshold", "expression": "B",
-                           "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
-                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
-            ],
-            "noDataState": "OK",
-            "execErrState": "Error",
-            "for": "0s",
-            "isPaused": False,
-            "labels": {"measuredb": "threshold", "entity": entity, "severity": "warning"},
-            "annotations": {
-                "summary": f"{entity.upper()} {{{{ $labels.subject }}}} of {{{{ $labels.system_name }}}} broke "
-                           f"{{{{ $values.B }}}} threshold(s) in the last two hours",
-                "description": f"Hourly {entity} items (measure.{entity}_hour) of the last two hours checked "
-                               "against the thresholds in force (measure.threshold). See the MEASURE "
-                               "threshold report dashboard.",
-                "__dashboardUid__": "measuredb-threshold",
-            },
-        })
-    exceptions = [{
-        "uid": "measuredb-exception-major",
-        "title": "Major exception against the baseline",
+def alert_rule(uid: str, title: str, sql: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    """A rule over the last two hours: query A (SQL, per system and subject: a count), B its
+    maximum, C fires when it is above 0; no data is OK."""
+    return {
+        "uid": uid,
+        "title": title,
         "condition": "C",
         "data": [
             {"refId": "A", "relativeTimeRange": {"from": 7200, "to": 0}, "datasourceUid": "measuredb",
              "model": {"refId": "A", "datasource": {"type": DS_TYPE, "uid": "measuredb"},
                        "rawQuery": True, "editorMode": "code", "format": "time_series",
-                       "rawSql": EXCEPTION_ALERT, "intervalMs": 60000, "maxDataPoints": 43200}},
+                       "rawSql": sql, "intervalMs": 60000, "maxDataPoints": 43200}},
             {"refId": "B", "datasourceUid": "__expr__",
              "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "max",
-                       "settings": {"mode": "dropNN"}, "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+                       "settings": {"mode": "dropNN"},
+                       "datasource": {"type": "__expr__", "uid": "__expr__"}}},
             {"refId": "C", "datasourceUid": "__expr__",
              "model": {"refId": "C", "type": "threshold", "expression": "B",
                        "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
@@ -845,15 +814,29 @@ def alerting() -> dict[str, Any]:
         "execErrState": "Error",
         "for": "0s",
         "isPaused": False,
-        "labels": {"measuredb": "exception", "severity": "warning"},
-        "annotations": {
-            "summary": "{{ $labels.entity }} {{ $labels.subject }} {{ $labels.item }} of {{ $labels.system_name }}: "
-                       "{{ $values.B }} hour(s) far outside the baseline in the last two hours",
-            "description": "Hours of the last two hours beyond the major band of their hour-of-week baseline "
-                           "(measure.exception_check; docs/analysis.md). See the MEASURE exceptions dashboard.",
-            "__dashboardUid__": "measuredb-exceptions",
-        },
-    }]
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
+def alerting() -> dict[str, Any]:
+    rules = [alert_rule(
+        f"measuredb-threshold-{entity}", f"{entity.upper()} threshold broken", alert_query(entity),
+        {"measuredb": "threshold", "entity": entity, "severity": "warning"},
+        {"summary": f"{entity.upper()} {{{{ $labels.subject }}}} of {{{{ $labels.system_name }}}} broke "
+                    f"{{{{ $values.B }}}} threshold(s) in the last two hours",
+         "description": f"Hourly {entity} items (measure.{entity}_hour) of the last two hours checked "
+                        "against the thresholds in force (measure.threshold). See the MEASURE "
+                        "threshold report dashboard.",
+         "__dashboardUid__": "measuredb-threshold"}) for entity in ENTITIES]
+    exceptions = [alert_rule(
+        "measuredb-exception-major", "Major exception against the baseline", EXCEPTION_ALERT,
+        {"measuredb": "exception", "severity": "warning"},
+        {"summary": "{{ $labels.entity }} {{ $labels.subject }} {{ $labels.item }} of {{ $labels.system_name }}: "
+                    "{{ $values.B }} hour(s) far outside the baseline in the last two hours",
+         "description": "Hours of the last two hours beyond the major band of their hour-of-week baseline "
+                        "(measure.exception_check; docs/analysis.md). See the MEASURE exceptions dashboard.",
+         "__dashboardUid__": "measuredb-exceptions"})]
     return {
         "apiVersion": 1,
         "groups": [{"orgId": 1, "name": "measuredb thresholds", "folder": "MEASURE alerts",
