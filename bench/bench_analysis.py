@@ -44,7 +44,6 @@ REUSE = os.environ.get("BENCH_REUSE") == "1"
 ROUNDS = 3
 
 PRIOR_WEEKS = """
-DELETE FROM _measure.hour_baseline WHERE hour_at < %(lo)s;
 INSERT INTO _measure.hour_baseline (system_id, hour_at, entity, subject, item, value, holiday, weeks)
 SELECT b.system_id, b.hour_at - k * INTERVAL '7 days', b.entity, b.subject, b.item, b.value * (0.8 + 0.1 * k),
        false, 0
@@ -126,6 +125,7 @@ def main() -> int:
             tz = ZoneInfo(zone)
             lo, hi = first, last + timedelta(hours=1)
             day = (lo + (hi - lo) / 2).astimezone(tz).date()
+            c.execute("DELETE FROM _measure.hour_baseline WHERE hour_at < %(lo)s", {"lo": first})  # a rerun
             c.execute(PRIOR_WEEKS, {"lo": first})
             c.commit()
             c.execute("VACUUM ANALYZE _measure.hour_baseline")
