@@ -43,7 +43,10 @@ GRANT EXECUTE ON FUNCTION _measure.analysis_settings(smallint) TO measure_writer
 --               with no earlier week to learn from
 --   band      = median -/+ minor x scale (the minor band)
 CREATE OR REPLACE FUNCTION _measure.baseline_rows(p_system smallint, p_targets timestamptz[], p_fresh boolean)
-RETURNS SETOF _measure.hour_baseline LANGUAGE sql STABLE AS $$
+RETURNS SETOF _measure.hour_baseline LANGUAGE sql STABLE
+-- (its CTEs come from arrays the planner cannot count: joined by nested loops, the items of a
+-- ref16 hour took minutes; hashed, well under a second)
+SET enable_nestloop = off SET work_mem = '256MB' AS $$
     WITH s AS MATERIALIZED (
         SELECT a.*, y.time_zone FROM _measure.analysis_settings(p_system) a, _measure.system y
          WHERE y.system_id = p_system),
