@@ -358,12 +358,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
            AND i.entity IN ('cpu', 'disc', 'line') AND i.item IN ('busy', 'qlen', 'read_busy', 'write_busy')
            AND i.value IS NOT NULL),
     -- the worst hour of an entity and item, and how many hours broke the limit
-    worst AS (
-        SELECT x.indicator, x.label, x.entity,
-               (array_agg(x.unit ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS unit,
-               (array_agg(x.subject ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS subject,
-               (array_agg(x.hour_at ORDER BY x.value DESC, x.hour_at, x.subject))[1] AS hour_at,
-               max(x.value) AS value, count(*) FILTER (WHERE x.value > l.v) AS over, l.v
+    px AS MATERIALIZED (
+        SELECT x.*, l.v
           FROM (SELECT 'cpu_over_utilised' AS indicator, 'CPU ' AS label, ' % busy' AS unit, h.* FROM hi h
                  WHERE h.entity = 'cpu' AND h.item = 'busy'
                 UNION ALL
@@ -375,8 +371,15 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                 UNION ALL
                 SELECT 'line_over_utilised', '', ' % ' || replace(h.item, '_', ' '), h.* FROM hi h
                  WHERE h.entity = 'line' AND h.item IN ('read_busy', 'write_busy')) x
-          JOIN lim l ON l.indicator = x.indicator
-         GROUP BY x.indicator, x.label, x.entity, l.v),
+          JOIN lim l ON l.indicator = x.indicator),
+    pn AS (SELECT o.indicator, count(*) FILTER (WHERE o.value > o.v) AS over FROM px o GROUP BY o.indicator),
+    worst AS (
+        SELECT t.*, pn.over
+          FROM (SELECT DISTINCT ON (x.indicator) x.indicator, x.label, x.entity, x.unit, x.subject, x.hour_at,
+                       x.value, x.v
+                  FROM px x
+                 ORDER BY x.indicator, x.value DESC, x.hour_at, x.subject) t
+          JOIN pn USING (indicator)),
     peak AS (
         SELECT w.indicator, w.value > w.v AS verdict,
                format('%s%s: %s%s at %s (limit %s); %s hour(s) above', w.label,
@@ -398,26 +401,28 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                (array_agg(c.subject ORDER BY c.busy DESC, c.subject))[1] AS subject
           FROM cpus c, lim l WHERE l.indicator = 'cpu_load_balance' AND c.busy IS NOT NULL
          GROUP BY l.v HAVING count(*) > 1),
-    -- application processes at a high priority: the busiest hour
-    prio AS (
-        SELECT h.subject, h.hour_at, h.busy, (e.ids->>'priority')::integer AS priority
-          FROM (SELECT p.entity_id::text AS subject, p.hour_at, measure.busy_percent(p.busy_us, p.elapsed_us) AS busy
-                  FROM _measure.process_hour_best p, y
-                 WHERE p.system_id = y.system_id AND p.hour_at >= y.lo AND p.hour_at < y.hi) h
-          JOIN _measure.entity e ON e.entity_id = h.subject::bigint
-         WHERE (e.ids->>'priority')::integer BETWEEN 150 AND 199),
+    -- application processes at a high priority (their entities first: few), the busiest hour
+    pe AS MATERIALIZED (
+        SELECT e.entity_id, (e.ids->>'priority')::integer AS priority
+          FROM _measure.entity e, y
+         WHERE e.system_id = y.system_id AND e.type_code = 2
+           AND (e.ids->>'priority')::integer BETWEEN 150 AND 199),
+    prio AS MATERIALIZED (
+        SELECT p.entity_id::text AS subject, p.hour_at, measure.busy_percent(p.busy_us, p.elapsed_us) AS busy,
+               pe.priority
+          FROM _measure.process_hour_best p JOIN pe ON pe.entity_id = p.entity_id, y
+         WHERE p.system_id = y.system_id AND p.hour_at >= y.lo AND p.hour_at < y.hi),
+    ptop AS (SELECT p.* FROM prio p ORDER BY p.busy DESC, p.hour_at, p.subject LIMIT 1),
     busyprio AS (
-        SELECT 'busy_high_priority_process' AS indicator, coalesce(max(p.busy) > l.v, false) AS verdict,
-               CASE WHEN count(p.subject) = 0 THEN 'no application process at priority 150 to 199 was measured'
+        SELECT 'busy_high_priority_process' AS indicator, coalesce(t.busy > l.v, false) AS verdict,
+               CASE WHEN t.subject IS NULL THEN 'no application process at priority 150 to 199 was measured'
                     ELSE format('%s (priority %s): %s %% of CPU at %s (limit %s %%); %s process-hour(s) above',
-                                _measure.analysis_subject('process', (array_agg(p.subject ORDER BY p.busy DESC, p.hour_at))[1]),
-                                (array_agg(p.priority ORDER BY p.busy DESC, p.hour_at))[1], round(max(p.busy)::numeric, 1),
-                                to_char((array_agg(p.hour_at ORDER BY p.busy DESC, p.hour_at))[1] AT TIME ZONE y.time_zone, 'HH24:MI'),
-                                l.v, count(*) FILTER (WHERE p.busy > l.v)) END AS evidence,
-               _measure.analysis_subject('process', (array_agg(p.subject ORDER BY p.busy DESC, p.hour_at))[1]) AS subject
-          FROM lim l CROSS JOIN y LEFT JOIN prio p ON true
-         WHERE l.indicator = 'busy_high_priority_process'
-         GROUP BY l.v, y.time_zone),
+                                _measure.analysis_subject('process', t.subject), t.priority, round(t.busy::numeric, 1),
+                                to_char(t.hour_at AT TIME ZONE y.time_zone, 'HH24:MI'), l.v,
+                                (SELECT count(*) FROM prio p WHERE p.busy > l.v)) END AS evidence,
+               _measure.analysis_subject('process', t.subject) AS subject
+          FROM lim l CROSS JOIN y LEFT JOIN ptop t ON true
+         WHERE l.indicator = 'busy_high_priority_process'),
     -- incarnations (counter records) of processes and disc files created in the day, after the
     -- first minute of the system's data (those were there when measuring began)
     since AS MATERIALIZED (SELECT (SELECT sp.lo FROM _measure.hour_span(y.system_id) sp) + INTERVAL '1 minute' AS at FROM y),
