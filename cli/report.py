@@ -78,6 +78,7 @@ def report_command(
                                                           "a process is listed (600)")] = None,
     max_priority: Annotated[int | None, typer.Option(help="busy-process: priorities below this (200)")] = None,
     top: Annotated[int | None, typer.Option(min=1, help="sql-statements: how many statements (20)")] = None,
+    severity: Annotated[str | None, typer.Option(help="exceptions: minor (all, the default) or major")] = None,
     output: Annotated[str, typer.Option("--format", help="text, csv or json")] = "text",
 ) -> None:
     """Run report NAME against the database and print it."""
@@ -89,7 +90,7 @@ def report_command(
         rep = reports.report(name)
         given = {"cpu": cpu, "pin": pin, "measurement": measurement, "capacity": capacity,
                  "transaction_process": transaction_process, "min_cpu_seconds": min_cpu_seconds,
-                 "max_priority": max_priority, "top": top}
+                 "max_priority": max_priority, "top": top, "severity": severity}
         misplaced = [k for k, v in given.items() if v is not None and k not in rep.params]
         if misplaced:
             raise reports.ReportError(f"report {name} takes no --{misplaced[0].replace('_', '-')}")
@@ -99,10 +100,13 @@ def report_command(
         with database() as url, psycopg.connect(url) as conn:
             rows = reports.run_report(conn, name, **params)
             empty = None if rows else reports.no_data(conn, name, params)
+            learned = None if rows or empty else reports.no_baseline(conn, name, params)
     except (reports.ReportError, DatabaseError) as exc:
         _err.print(f"measuredb report: {exc}", markup=False)
         raise typer.Exit(2) from None
-    typer.echo(reports.render(name, rows, params, output, empty), nl=False)
+    typer.echo(reports.render(name, rows, params, output, empty or learned), nl=False)
+    if learned is not None and output != "text":
+        _err.print(f"measuredb report: {learned}", markup=False)
     if empty is not None:  # no data is not "nothing found": say so, and exit 1
         if output != "text":
             _err.print(f"measuredb report: {empty}", markup=False)

@@ -37,7 +37,7 @@ class ReportError(ValueError):
 class Column:
     key: str
     heading: str          # '/' separates heading lines, as in ENFORM's HEADING "MAX/CPU/QLEN"
-    fmt: str = "s"        # 's' text, 'i' integer, 'f1' F5.1, 'f2', 'f4', 'n' thousands
+    fmt: str = "s"        # 's' text, 'i' integer, 'f1' F5.1, 'f2', 'f4', 'n' thousands, 'yn' YES/no
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Report:
     window: str = "day"               # 'day' (one date), 'range' (from/to dates), 'time' (timestamps)
     empty: str = "NO ROWS"
     meta: tuple[str, ...] = field(default_factory=tuple)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # parameter -> allowed values
 
     @property
     def sql(self) -> str:
@@ -140,6 +141,25 @@ REPORTS: dict[str, Report] = {r.name: r for r in [
         Column("oss_busy_percent", "OSS/BUSY", F), Column("pipe_messages_per_second", "PIPE/MSGS/PER SEC", "f2"),
         Column("oss_file_calls_per_second", "OSS FILE/CALLS/PER SEC", "f2"),
         Column("oss_processes_end", "OSS/PROC-/ESSES", "i")), window="time"),
+    # Automatic analysis (schema/idempotent/060-analysis.sql, docs/analysis.md)
+    Report("exceptions", "EXCEPTIONS AGAINST THE BASELINE", {**_WINDOW, "severity": None}, (
+        Column("local_hour", "LOCAL/HOUR"), Column("entity", "ENTITY"), Column("subject", "SUBJECT"),
+        Column("item", "ITEM"), Column("value", "VALUE", "f2"), Column("baseline", "BASE-/LINE", "f2"),
+        Column("band_low", "BAND/LOW", "f2"), Column("band_high", "BAND/HIGH", "f2"),
+        Column("deviation", "DEVI-/ATION", F), Column("severity", "SEVER-/ITY"), Column("direction", "DIREC-/TION"),
+        Column("weeks", "WEEKS/LEARNED", "i")), window="time", empty="NO EXCEPTIONS",
+        choices={"severity": ("minor", "major")}),
+    Report("baseline-week", "THE WEEK AGAINST ITS BASELINE",
+           {"system": REQUIRED, "date_from": REQUIRED, "date_to": REQUIRED}, (
+        Column("entity", "ENTITY"), Column("subject", "SUBJECT"), Column("item", "ITEM"),
+        Column("hours", "HOURS/JUDGED", "i"), Column("hours_above", "HOURS/ABOVE", "i"),
+        Column("hours_below", "HOURS/BELOW", "i"), Column("major_hours", "MAJOR/HOURS", "i"),
+        Column("largest_deviation", "LARGEST/DEVI-/ATION", F), Column("largest_at", "AT/(LOCAL)"),
+        Column("largest_value", "ITS/VALUE", "f2"), Column("largest_baseline", "ITS/BASE-/LINE", "f2"),
+        Column("weeks_min", "WEEKS/LEARNED/(FEWEST)", "i")), window="range", empty="NO EXCEPTIONS"),
+    Report("health-verdict", "HEALTH VERDICT", {"system": REQUIRED, "day": REQUIRED}, (
+        Column("indicator", "INDICATOR"), Column("verdict", "PROB-/LEM", "yn"), Column("subject", "SUBJECT"),
+        Column("evidence", "EVIDENCE"), Column("action", "RECOMMENDATION")), empty="NO INDICATORS"),
     # Scheduled by default (core/scheduler.py): the daily condensation check and the
     # weekly shift summary.
     Report("condensation-check", "CONDENSATION CHECK", {"system": REQUIRED, "day": REQUIRED}, (
@@ -178,6 +198,10 @@ def bind(name: str, **given: Any) -> dict[str, Any]:
     missing = [k for k, v in out.items() if v is REQUIRED]
     if missing:
         raise ReportError(f"report {name}: missing parameter(s) {', '.join(missing)}")
+    for key, allowed in rep.choices.items():
+        if out[key] is not None and out[key] not in allowed:
+            raise ReportError(f"report {name}: {key} {out[key]!r} is not one of its values; "
+                              f"use {' or '.join(allowed)}")
     for lo, hi in (("date_from", "date_to"), ("from_at", "to_at")):
         if lo in out and out[lo] > out[hi]:
             raise ReportError(f"report {name}: {lo} {out[lo]} is after {hi} {out[hi]}")
@@ -233,6 +257,33 @@ def no_data(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str 
     return f"NO DATA: {params['system']} has no measured hour {where} ({held})"
 
 
+def no_baseline(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> str | None:
+    """For the reports against the learned baseline (exceptions, baseline-week) without rows:
+    the line that says how much was learned, so that "no exceptions" in a system's first week
+    (nothing to learn from) is not read as "nothing unusual"; None for the other reports."""
+    if name not in ("exceptions", "baseline-week"):
+        return None
+    row = conn.execute("SELECT time_zone FROM measure.config_system_info(%s)", (params["system"],)).fetchone()
+    if row is None:
+        return None
+    lo, hi = window(name, params, row[0])
+    if name == "baseline-week":  # its days exactly
+        hi = datetime.combine(params["date_to"] + timedelta(days=1), time(0), tzinfo=ZoneInfo(row[0]))
+    cov = conn.execute("SELECT hours, judged_hours, weeks_min, weeks_max, weeks_setting "
+                       "FROM measure.baseline_coverage(%s, %s, %s)", (params["system"], lo, hi)).fetchone()
+    if cov is None or not cov[0]:
+        return None
+    hours, judged, least, most, setting = cov
+    if not judged:
+        return (f"NO EXCEPTIONS: no hour has a baseline yet ({hours} hour(s) stored, none judged): "
+                f"{params['system']} has no earlier week to learn from (the same local hour of up to "
+                f"{setting} earlier weeks, holidays left out)")
+    if least is not None and least < setting:
+        return (f"NO EXCEPTIONS ({judged} hour(s) judged, baselines learned from {least} to {most} "
+                f"of {setting} earlier weeks)")
+    return None
+
+
 # ---------------------------------------------------------------- rendering
 
 def _plain(v: Any) -> Any:
@@ -270,6 +321,8 @@ def fmt(value: Any, kind: str) -> str:
         return ""
     if isinstance(value, list):  # one figure per element (the busy % of each IPU)
         return " ".join(fmt(v, kind) for v in value)
+    if kind == "yn":
+        return "YES" if value else "no"
     if kind == "i":
         return str(int(value))
     if kind == "n":
@@ -363,6 +416,9 @@ def render_text(name: str, rows: list[dict[str, Any]], params: dict[str, Any], e
     lines = _title_block(rep, params, total)
     if name == "threshold" and rows:
         lines.append(f"   {'OS VERSION:':<12}{rows[0].get('os_version') or ''}")
+    if name == "health-verdict" and rows:  # docs/analysis.md: 100 - the weights of the problems present
+        lines.append(f"   {'SCORE:':<12}{rows[0]['score']}/100, "
+                     f"{sum(1 for r in rows if r['verdict'])} of {len(rows)} indicators show a problem")
     lines.append("")
     for level in range(depth):
         parts = []

@@ -291,7 +291,8 @@ def threshold_dashboard() -> dict[str, Any]:
     overrides += [unit_override("time", "dateTimeAsIso"), unit_override("CPU #", "none", 0),
                   unit_override("shift", "none", 0), unit_override("broken", "string")]
     overrides.append(unit_override("hours", "none", 0))
-    panels = [table(lay, "Threshold report (Figure 1)",
+    panels = health_row(lay)
+    panels += [table(lay, "Threshold report (Figure 1)",
                     "ENFORM Figure 1/9: every CPU and hour of the range that breaks at least one CPU "
                     "threshold in force for the system (measure.threshold), with MAX (largest interval "
                     "value), DELT (max - min of the interval values) and AVG (time-weighted) items. Cells "
@@ -347,6 +348,36 @@ SELECT a."time", a.timeend, a.text, a.tags
                      "with their limits, and every violation as an annotation (one per hour and subject up "
                      "to 7 days, one per shift or month and entity type beyond).",
                      [SYSTEM_VAR, CPU_VAR, SHIFT_VAR], panels, annotations=[annotation])
+
+
+HEALTH = f"measure.dashboard_health({RANGE})"
+
+
+def health_row(lay: Layout) -> list[dict[str, Any]]:
+    """The health verdict of the range's last measured day (docs/analysis.md): its score and
+    each indicator with the figures that decided it."""
+    score = {
+        "id": lay.next_id, "type": "stat", "title": "Health score (last day)",
+        "description": "100 - the weights of the indicators present on the range's last measured day "
+                       "(measure.dashboard_health; docs/analysis.md).",
+        "datasource": DS, "gridPos": lay.place(4, 7),
+        "targets": [target(f"SELECT max(h.score) AS score, max(h.day)::text AS day FROM {HEALTH} h", "table")],
+        "fieldConfig": {"defaults": {"unit": "none", "min": 0, "max": 100, "thresholds": {"mode": "absolute", "steps": [
+            {"color": "red", "value": None}, {"color": "orange", "value": 50}, {"color": "green", "value": 80}]}},
+            "overrides": []},
+        "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "/^score$/"}, "colorMode": "background"},
+    }
+    lay.next_id += 1
+    verdict = table(lay, "Health verdict (last day)",
+                    "GPA-style indicators of the range's last measured day: problem yes or no, the figures "
+                    "that decided it and the recommendation (Table 1 of the application-process article; "
+                    "measure.dashboard_health, docs/analysis.md).", "none", f"""
+SELECT h.day::text AS day, h.indicator, CASE WHEN h.verdict THEN 'YES' ELSE 'no' END AS problem, h.subject,
+       h.evidence, h.action AS recommendation
+  FROM {HEALTH} h""", w=20, h=7, overrides=[{"matcher": {"id": "byName", "options": "problem"}, "properties": [
+        {"id": "mappings", "value": [{"type": "value", "options": {"YES": {"color": "red", "index": 0}}}]},
+        {"id": "custom.cellOptions", "value": {"type": "color-text"}}]}])
+    return [score, verdict]
 
 
 def cpu_trend_dashboard() -> dict[str, Any]:
@@ -732,7 +763,69 @@ SELECT 'CPU ' || b.cpu || ' IPU ' || (u.k - 1) AS ipu, u.pct AS busy_percent
                      [system, top], panels, time_from="now-6h")
 
 
+def baseline_panel(lay: Layout, entity: str, item: str, title: str, unit: str, subjects: str) -> dict[str, Any]:
+    return timeseries(
+        lay, title, f"Hourly {entity} {item} (the hour tier) with its baseline (the median of the same local "
+        "hour of the weeks before, holidays left out) and its minor band, for the chosen subjects "
+        "(measure.baseline_series; docs/analysis.md). No band: nothing learned yet (the first week).", unit, f"""
+SELECT s.hour_at AS "time", x.metric, x.value
+  FROM measure.baseline_series({RANGE}, '{entity}', '{item}', {subjects}) s
+ CROSS JOIN LATERAL (VALUES (s.subject, s.value), (s.subject || ' baseline', s.baseline),
+                            ('band ' || s.subject || ' low', s.band_low),
+                            ('band ' || s.subject || ' high', s.band_high)) x (metric, value)
+ ORDER BY 1, 2""", overrides=[BASELINE_STYLE, BAND_STYLE])
+
+
+BASELINE_STYLE = {"matcher": {"id": "byRegexp", "options": ".* baseline$"}, "properties": [
+    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}
+BAND_STYLE = {"matcher": {"id": "byRegexp", "options": "^band .*"}, "properties": [
+    {"id": "color", "value": {"mode": "fixed", "fixedColor": "rgba(128, 128, 128, 0.6)"}},
+    {"id": "custom.lineStyle", "value": {"fill": "dot", "dash": [2, 6]}}]}
+
+
+def exceptions_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    volume = entity_var("volume", "Volume", "disc", "e.ids->>'device_name'")
+    cpus, volumes = "ARRAY[$cpu]::text[]", "ARRAY[$volume]::text[]"
+    panels = [
+        baseline_panel(lay, "cpu", "busy", "CPU busy against its baseline", "percent", cpus),
+        baseline_panel(lay, "cpu", "qlen", "CPU queue against its baseline", "short", cpus),
+        baseline_panel(lay, "disc", "busy", "Disc busy against its baseline", "percent", volumes),
+        baseline_panel(lay, "disc", "qlen", "Disc queue against its baseline", "short", volumes),
+        timeseries(lay, "Exceptions per hour", "Hours, subjects and items outside their band, minor and major, "
+                   "every entity (measure.exception_check).", "short", f"""
+SELECT $__timeGroupAlias(c.hour_at,$__interval), c.severity AS metric, count(*) AS value
+  FROM measure.exception_check({RANGE}) c
+ GROUP BY 1, 2
+ ORDER BY 1, 2""", w=24, points=True),
+        table(lay, "Exceptions", "Every hour, entity, subject and item outside its baseline band "
+              "(`measuredb report exceptions`): value, baseline, band, deviation in robust standard "
+              "deviations, and how many earlier weeks were learned.", "short", f"""
+SELECT e.hour_at AS "time", e.entity, e.subject, e.item, e.value, e.baseline, e.band_low, e.band_high,
+       e.deviation, e.severity, e.direction, e.weeks
+  FROM measure.report_exceptions({RANGE}, NULL) e
+ ORDER BY e.hour_at, e.severity, e.entity, e.subject, e.item""", h=10,
+              overrides=[unit_override("time", "dateTimeAsIso"), unit_override("weeks", "none", 0)]),
+    ]
+    annotation = {
+        "name": "Major exceptions", "enable": True, "hide": False, "iconColor": "orange",
+        "datasource": DS,
+        "target": target(f"""
+SELECT e.hour_at AS "time", e.hour_at + INTERVAL '1 hour' AS timeend,
+       e.entity || ' ' || e.subject || ' ' || e.item || ': ' || round(e.value::numeric, 2) || ' against '
+       || round(e.baseline::numeric, 2) || ' (' || e.direction || ', ' || round(e.deviation::numeric, 1) || ')' AS text,
+       e.entity || ',' || e.severity AS tags
+  FROM measure.report_exceptions({RANGE}, 'major') e
+ ORDER BY 1""", "table", "Anno"),
+    }
+    return dashboard("exceptions", "MEASURE exceptions against the baseline",
+                     "Each hour against its hour-of-week baseline (median and MAD of the last weeks, holidays "
+                     "left out; docs/analysis.md): the values with their band, the exceptions, and the major "
+                     "ones as annotations.", [SYSTEM_VAR, CPU_VAR, volume], panels, annotations=[annotation])
+
+
 DASHBOARDS = {
+    "exceptions": exceptions_dashboard,
     "threshold": threshold_dashboard,
     "cpu-trend": cpu_trend_dashboard,
     "cpu": cpu_dashboard,
@@ -757,45 +850,68 @@ SELECT $__timeTo()::timestamptz AS "time", c.system_name, c.subject,
  ORDER BY 1, 2, 3""".strip()
 
 
+EXCEPTION_ALERT = """
+SELECT $__timeTo()::timestamptz AS "time", c.system_name, c.entity, c.subject, c.item,
+       count(*) FILTER (WHERE c.severity = 'major') AS exceptions
+  FROM measure.exception_check(NULL, $__timeFrom(), $__timeTo()) c
+ GROUP BY c.system_name, c.entity, c.subject, c.item
+ ORDER BY 1, 2, 3, 4, 5""".strip()
+
+
+def alert_rule(uid: str, title: str, sql: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    """A rule over the last two hours: query A (SQL, per system and subject: a count), B its
+    maximum, C fires when it is above 0; no data is OK."""
+    return {
+        "uid": uid,
+        "title": title,
+        "condition": "C",
+        "data": [
+            {"refId": "A", "relativeTimeRange": {"from": 7200, "to": 0}, "datasourceUid": "measuredb",
+             "model": {"refId": "A", "datasource": {"type": DS_TYPE, "uid": "measuredb"},
+                       "rawQuery": True, "editorMode": "code", "format": "time_series",
+                       "rawSql": sql, "intervalMs": 60000, "maxDataPoints": 43200}},
+            {"refId": "B", "datasourceUid": "__expr__",
+             "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "max",
+                       "settings": {"mode": "dropNN"},
+                       "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+            {"refId": "C", "datasourceUid": "__expr__",
+             "model": {"refId": "C", "type": "threshold", "expression": "B",
+                       "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
+                       "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+        ],
+        "noDataState": "OK",
+        "execErrState": "Error",
+        "for": "0s",
+        "isPaused": False,
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
 def alerting() -> dict[str, Any]:
-    rules = []
-    for entity in ENTITIES:
-        rules.append({
-            "uid": f"measuredb-threshold-{entity}",
-            "title": f"{entity.upper()} threshold broken",
-            "condition": "C",
-            "data": [
-                {"refId": "A", "relativeTimeRange": {"from": 7200, "to": 0}, "datasourceUid": "measuredb",
-                 "model": {"refId": "A", "datasource": {"type": DS_TYPE, "uid": "measuredb"},
-                           "rawQuery": True, "editorMode": "code", "format": "time_series",
-                           "rawSql": alert_query(entity), "intervalMs": 60000, "maxDataPoints": 43200}},
-                {"refId": "B", "datasourceUid": "__expr__",
-                 "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "max",
-                           "settings": {"mode": "dropNN"},
-                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
-                {"refId": "C", "datasourceUid": "__expr__",
-                 "model": {"refId": "C", "type": "threshold", "expression": "B",
-                           "conditions": [{"evaluator": {"type": "gt", "params": [0]}}],
-                           "datasource": {"type": "__expr__", "uid": "__expr__"}}},
-            ],
-            "noDataState": "OK",
-            "execErrState": "Error",
-            "for": "0s",
-            "isPaused": False,
-            "labels": {"measuredb": "threshold", "entity": entity, "severity": "warning"},
-            "annotations": {
-                "summary": f"{entity.upper()} {{{{ $labels.subject }}}} of {{{{ $labels.system_name }}}} broke "
-                           f"{{{{ $values.B }}}} threshold(s) in the last two hours",
-                "description": f"Hourly {entity} items (measure.{entity}_hour) of the last two hours checked "
-                               "against the thresholds in force (measure.threshold). See the MEASURE "
-                               "threshold report dashboard.",
-                "__dashboardUid__": "measuredb-threshold",
-            },
-        })
+    rules = [alert_rule(
+        f"measuredb-threshold-{entity}", f"{entity.upper()} threshold broken", alert_query(entity),
+        {"measuredb": "threshold", "entity": entity, "severity": "warning"},
+        {"summary": f"{entity.upper()} {{{{ $labels.subject }}}} of {{{{ $labels.system_name }}}} broke "
+                    f"{{{{ $values.B }}}} threshold(s) in the last two hours",
+         "description": f"Hourly {entity} items (measure.{entity}_hour) of the last two hours checked "
+                        "against the thresholds in force (measure.threshold). See the MEASURE "
+                        "threshold report dashboard.",
+         "__dashboardUid__": "measuredb-threshold"}) for entity in ENTITIES]
+    exceptions = [alert_rule(
+        "measuredb-exception-major", "Major exception against the baseline", EXCEPTION_ALERT,
+        {"measuredb": "exception", "severity": "warning"},
+        {"summary": "{{ $labels.entity }} {{ $labels.subject }} {{ $labels.item }} of {{ $labels.system_name }}: "
+                    "{{ $values.B }} hour(s) far outside the baseline in the last two hours",
+         "description": "Hours of the last two hours beyond the major band of their hour-of-week baseline "
+                        "(measure.exception_check; docs/analysis.md). See the MEASURE exceptions dashboard.",
+         "__dashboardUid__": "measuredb-exceptions"})]
     return {
         "apiVersion": 1,
         "groups": [{"orgId": 1, "name": "measuredb thresholds", "folder": "MEASURE alerts",
-                    "interval": "5m", "rules": rules}],
+                    "interval": "5m", "rules": rules},
+                   {"orgId": 1, "name": "measuredb exceptions", "folder": "MEASURE alerts",
+                    "interval": "5m", "rules": exceptions}],
         "contactPoints": [{"orgId": 1, "name": "measuredb placeholder", "receivers": [{
             "uid": "measuredb-placeholder", "type": "webhook", "disableResolveMessage": False,
             "settings": {"url": "http://127.0.0.1:9/measuredb-alerts", "httpMethod": "POST"}}]}],
@@ -815,6 +931,10 @@ ALERTING_HEADER = """\
 # subject, the number of broken thresholds; B takes its maximum, C fires when it is above 0.
 # Changing a limit in _measure.threshold needs no change here. No data (no thresholds for the
 # entity, or nothing measured) is OK.
+#
+# Beside them, one rule on the baselines (group "measuredb exceptions"): the hours of the last
+# two hours beyond the major band of their hour-of-week baseline (measure.exception_check,
+# docs/analysis.md), per system, entity, subject and item; it fires when there is one.
 #
 # The contact point is a placeholder: a webhook to a closed port on localhost. Replace it
 # (e-mail, Slack, PagerDuty ...) in your own provisioning file. The notification policy below

@@ -198,8 +198,21 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     breaks = rows(line_of(out, 'curl -s "http://127.0.0.1:' + f'{port}/reports/threshold'))
     assert 7 <= len(breaks) <= 16 and all("07:00" <= r["time_of_day"] <= "17:00" for r in breaks)
     assert all(r["broken"] and "[" not in r["broken"] for r in breaks)
-    measurements = json.loads(line_of(out, 'curl -s -H "Authorization: Bearer $TOKEN"'))["items"]
+    measurements = json.loads(line_of(out, 'curl -s -H "Authorization: Bearer $TOKEN" http'))["items"]
     assert [m["name"] for m in measurements] == ["DEFAULT"]
+
+    # automatic analysis (docs/analysis.md): the verdict of Wednesday and Friday, no baseline yet
+    verdict = line_of(out, "measuredb report health-verdict")
+    assert "SCORE:      25/100, 6 of 10 indicators show a problem" in verdict
+    yes = {ln.split()[0] for ln in verdict.splitlines() if ln.split()[1:2] == ["YES"]}
+    assert yes == {"cpu_over_utilised", "cpu_queuing", "cpu_load_balance", "disc_over_utilised", "disc_queuing",
+                   "busy_high_priority_process"}
+    assert "CPU 2: 92.7 % busy at 10:00" in verdict and "CPU 2: 13.1 queue length" in verdict
+    assert "$REPT (priority 190): 76.1 % of CPU" in verdict
+    assert "NO EXCEPTIONS: no hour has a baseline yet (168 hour(s) stored, none judged)" in line_of(
+        out, "measuredb report exceptions")
+    friday = rows(line_of(out, 'curl -s -H "Authorization: Bearer $TOKEN" "http'))
+    assert {r["score"] for r in friday} == {"35"} and len(friday) == 10
 
     # bring your own data
     first, again = [text for cmd, text in out.items() if cmd.startswith("measuredb import cpu.csv")] or ["", ""]

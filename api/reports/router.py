@@ -116,11 +116,14 @@ def run_report(
     pin: Annotated[int | None, Query(ge=0, le=65535)] = None,
     measurement: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None,
     capacity: Annotated[float | None, Query(gt=0, le=100)] = None,
+    severity: Annotated[Literal["minor", "major"] | None,
+                        Query(description="exceptions: minor (all, the default) or major")] = None,
     format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "json",
 ) -> Response:
     body, has_data = service.run_report(session, report, system=system, day=date, date_from=from_, date_to=to,
                                         shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
-                                                            "capacity": capacity}, fmt=format)
+                                                            "capacity": capacity, "severity": severity},
+                                        fmt=format)
     # whether the system has measured data in the range: an empty report of a range without
     # any is no data, not "nothing found" (the text format says NO DATA)
     return Response(content=body, media_type=MEDIA[format],

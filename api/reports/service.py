@@ -131,6 +131,7 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
         conn = psycopg_connection(session)
         rows = reports.run_report(conn, name, **params)
         empty = None if rows else reports.no_data(conn, name, params)
+        learned = None if rows or empty else reports.no_baseline(conn, name, params)
     except reports.ReportError as exc:
         text_ = str(exc)
         field = next((f for f in ("system", "date", "from", "to", "shift") if text_.startswith(f)
@@ -138,4 +139,4 @@ def run_report(session: Session, name: str, *, system: str | None, day: str | No
         if "unknown report" in text_ or "no report" in text_:
             raise NotFound(text_, field="report") from None
         raise InvalidInput(text_, field=field) from None
-    return reports.render(name, rows, params, fmt, empty), empty is None
+    return reports.render(name, rows, params, fmt, empty or learned), empty is None

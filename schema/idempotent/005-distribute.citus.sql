@@ -49,14 +49,14 @@ DECLARE
         'tier_shift', 'tier_month', 'tier_year', 'tier_dirty', 'month_dirty',
         'record_tier', 'discopen_file_tier', 'discopen_open_hours', 'response_hist',
         'terminal_hour', 'terminal_rollup', 'threshold_line', 'threshold_rollup',
-        'hour_breach', 'hour_shadow', 'cpu_trend_day', 'shard_route'];
+        'hour_breach', 'hour_shadow', 'cpu_trend_day', 'shard_route', 'hour_baseline'];
     -- on every node, in foreign-key order (a referenced table first)
     v_reference text[] := ARRAY[
         'system', 'entity_type', 'counter_def', 'tier_entity', 'tier_item', 'measurement', 'entity',
         'shift', 'calendar', 'calendar_shift', 'holiday', 'threshold', 'system_cpu_type',
         'retention', 'purged', 'record_tier_type', 'record_tier_counter',
         'breach_basis', 'breach_state', 'component_map', 'report_definition', 'structured_record',
-        'install_info'];
+        'install_info', 'analysis_setting', 'baseline_item', 'health_indicator'];
     -- on the coordinator only
     v_local text[] := ARRAY[
         'schema_version', 'api_token', 'purge_log', 'collector_state', 'collector_heartbeat',

@@ -842,6 +842,7 @@ BEGIN
     PERFORM _measure.condense_trend_days(p_system, ARRAY(
         SELECT DISTINCT (h AT TIME ZONE s.time_zone)::date
           FROM unnest(p_hours) h, _measure.system s WHERE s.system_id = p_system));
+    PERFORM _measure.condense_analysis(p_system, p_hours);  -- baselines and exceptions; 060-analysis.sql
     TRUNCATE _aff_shift;
     INSERT INTO _aff_shift SELECT * FROM _measure.shifts_of_hours(p_system, p_hours);
     IF NOT FOUND THEN

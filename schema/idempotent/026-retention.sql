@@ -89,6 +89,7 @@ CREATE OR REPLACE VIEW _measure.retention_table (class, tbl, col, cmp, filter) A
     ('hour', 'hour_breach', 'hour_at', 'ts', NULL),
     ('hour', 'threshold_line', 'hour_at', 'ts', NULL),
     ('hour', 'terminal_hour', 'hour_at', 'ts', NULL),
+    ('hour', 'hour_baseline', 'hour_at', 'ts', NULL),  -- 060-analysis.sql
     ('hour', 'record_tier', 'bucket_at', 'ts', 'grain = ''h'''),
     ('hour', 'response_hist', 'bucket_at', 'ts', 'grain = ''h'''),
     ('hour', 'discopen_file_tier', 'bucket_at', 'ts', 'grain = ''h'''),

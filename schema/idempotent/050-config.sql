@@ -203,6 +203,8 @@ BEGIN
     TRUNCATE _aff_shift;
     INSERT INTO _aff_shift SELECT a.* FROM _cal_after a WHERE a.shift_day = ANY (v_days);
     PERFORM _measure.condense_shift_rows(v_sys);
+    -- holidays changed: the baselines of those hours and of the weeks that learned from them
+    PERFORM _measure.condense_analysis(v_sys, v_hours);  -- 060-analysis.sql
     -- the violations of their hours (a threshold may hold for one shift only), the threshold
     -- lines and rollups, while the system's stored violations are complete
     IF EXISTS (SELECT 1 FROM _measure.breach_state b WHERE b.system_id = v_sys) THEN

@@ -26,6 +26,20 @@ $$;
 """
 
 
+# The week has no week before it to learn a baseline from (schema/idempotent/060-analysis.sql):
+# a week before it at half the load, stored as learned values only, then the week judged
+# against it, so that the exceptions dashboard and alert have exceptions to show.
+PRIOR_WEEK = """
+INSERT INTO _measure.hour_baseline (system_id, hour_at, entity, subject, item, value, holiday, weeks)
+SELECT b.system_id, ((b.hour_at AT TIME ZONE y.time_zone) - INTERVAL '7 days') AT TIME ZONE y.time_zone,
+       b.entity, b.subject, b.item, b.value / 2, false, 0
+  FROM _measure.hour_baseline b JOIN _measure.system y USING (system_id);
+SELECT _measure.condense_analysis(y.system_id, ARRAY(
+    SELECT DISTINCT h.hour_at FROM _measure.cpu_hour h WHERE h.system_id = y.system_id ORDER BY 1))
+  FROM _measure.system y;
+"""
+
+
 def empty_database(fresh_database, suffix: str) -> str:
     """A new database with schema/ applied and the time_bucket shim."""
     url = fresh_database(suffix)
@@ -39,6 +53,8 @@ def empty_database(fresh_database, suffix: str) -> str:
 def dash_db(fresh_database, tmp_path_factory) -> str:
     url = empty_database(fresh_database, "_dash")
     simulated.populate(url, tmp_path_factory.mktemp("dash-collector"))
+    with psycopg.connect(url) as conn:
+        conn.execute(PRIOR_WEEK)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     return url

@@ -44,7 +44,8 @@ def test_threshold_colours_follow_the_default_thresholds() -> None:
     build = _build()
     defaults = {(e, i): v for e, i, _, v, _ in build.default_thresholds()}
     assert defaults[("cpu", "busy_max")] == 70 and len(defaults) == 12
-    table = build.threshold_dashboard()["panels"][0]
+    # (below the health verdict's row)
+    (table,) = [p for p in build.threshold_dashboard()["panels"] if p["title"] == "Threshold report (Figure 1)"]
     steps = {o["matcher"]["options"]: o["properties"][0]["value"]["steps"][1]["value"]
              for o in table["fieldConfig"]["overrides"] if o["properties"][0]["id"] == "thresholds"}
     assert steps == {i: v for (e, i), v in defaults.items() if e == "cpu"}

@@ -46,7 +46,7 @@ RANGES = {  # one range per tier measure.dashboard_tier picks
 def test_there_are_dashboards() -> None:
     stems = {f.stem for f in FILES}
     assert {"threshold", "cpu-trend", "cpu", "disc", "lines", "processes", "tmf", "user-counters",
-            "transaction-resource", "sql-ipu"} <= stems
+            "transaction-resource", "sql-ipu", "exceptions"} <= stems
 
 
 # ------------------------------------------------------------------ the JSON
@@ -248,6 +248,8 @@ def test_alert_queries_run_and_fire_on_a_breach(timescaledb: bool, dash_db: str,
         sql = expand_macros(q.sql, tr, interval_ns=60 * 10**9, timescaledb=timescaledb)
         cur = reader.execute(sql)
         rows = cur.fetchall()
+        if "measuredb-threshold-" not in q.where:
+            continue  # the exception rule: below
         entity = q.where.split("measuredb-threshold-")[1].split("/")[0]
         if entity in ("userdef", "tmf"):  # no thresholds in force: no data, which the rule treats as OK
             assert rows == []
@@ -258,8 +260,29 @@ def test_alert_queries_run_and_fire_on_a_breach(timescaledb: bool, dash_db: str,
     assert fired["cpu"] > 0 and fired["disc"] > 0 and fired["line"] > 0
 
 
+@pytest.mark.parametrize("timescaledb", [False, True], ids=["plain", "timescaledb"])
+def test_the_exception_alert_fires_on_a_major_exception(timescaledb: bool, dash_db: str,
+                                                        reader: psycopg.Connection) -> None:
+    # evaluated at the end of the first hour with a major exception (the week against a week
+    # before it at half the load, tests/dashboards/conftest.py), and of an hour before the week
+    with psycopg.connect(dash_db) as c:
+        hour = c.execute("SELECT min(hour_at) FROM _measure.hour_baseline WHERE severity = 2").fetchone()[0]
+    assert hour is not None
+    (q,) = [q for q in ALERTS if "measuredb-exception-major" in q.where]
+    fired = []
+    for end in (hour + timedelta(hours=1), simulated.START):
+        tr = TimeRange(end - timedelta(seconds=q.extra["range_s"]), end)
+        cur = reader.execute(expand_macros(q.sql, tr, interval_ns=60 * 10**9, timescaledb=timescaledb))
+        rows = cur.fetchall()
+        if rows:
+            check_shape(q, cur, rows)
+        fired.append(max((r[-1] for r in rows), default=0))
+    assert fired[0] > 0 and fired[1] == 0
+
+
 def test_alert_rules_are_complete() -> None:
-    rules = alert_rules()
+    rules = [r for r in alert_rules() if r["uid"] != "measuredb-exception-major"]
+    assert {r["uid"] for r in alert_rules()} - {r["uid"] for r in rules} == {"measuredb-exception-major"}
     assert {r["uid"] for r in rules} == {f"measuredb-threshold-{e}" for e in
                                          ("cpu", "disc", "line", "process", "userdef", "tmf")}
     for r in rules:

@@ -273,7 +273,7 @@ def test_unknown_system_is_a_clear_error(db, conn) -> None:
 
 
 @pytest.mark.parametrize("name, kwargs, message", [
-    ("nosuch", {}, "unknown report 'nosuch'; reports: busy-process"),
+    ("nosuch", {}, "unknown report 'nosuch'; reports: baseline-week, busy-process"),
     ("cpu-trend", {"date_from": "2024-02-01", "date_to": "2024-01-01"}, "date_from 2024-02-01 is after date_to"),
     ("threshold", {"day": "2024-13-01"}, "--date '2024-13-01' is not a date"),
     ("threshold", {}, "needs --date"),
@@ -353,7 +353,8 @@ def test_a_range_without_data_is_no_data_not_nothing_broken(db, conn) -> None:
 
 # every option of every report, through the command line, against the real database
 OPTION_VALUES = {"shift": "3", "cpu": "0", "pin": "5", "measurement": "1", "capacity": "80",
-                 "transaction_process": "$S%", "min_cpu_seconds": "1", "max_priority": "250"}
+                 "transaction_process": "$S%", "min_cpu_seconds": "1", "max_priority": "250",
+                 "severity": "major"}
 WINDOW_ARGS = {"day": ["--date", "2024-03-09"], "range": ["--from", "2024-03-01", "--to", "2024-03-31"],
                "time": ["--from", "2024-03-10T00:00", "--to", "2024-03-11T00:00"]}
 
