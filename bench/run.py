@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-SLOW = {"bench_history", "bench_citus"}
+SLOW = {"bench_history", "bench_citus", "bench_analysis_truth"}
 
 
 def machine() -> str:

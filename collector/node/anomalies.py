@@ -171,8 +171,10 @@ def truth(schedule: Schedule | Sequence[Anomaly], topo: Topology) -> list[dict[s
             entity, targets = "disc", [["disc", subject]]
         elif a.kind == "line_down":
             ln = next(ln for ln in topo.lines if ln["name"] == subject)
+            # its terminals, its line handler, and the CPU of both and of the TCPs they feed
             entity, targets = "line", [["line", subject], ["terminal", f"{subject}*"],
-                                       ["process", str(topo.processes[ln["handler"]].name)]]
+                                       ["process", str(topo.processes[ln["handler"]].name)],
+                                       ["cpu", str(ln["cpu"])]]
         elif a.kind == "dynamic_file_opens":
             servers = [p.name for p in topo.processes if p.role == "server" and p.group == subject]
             entity, targets = "process", [["process", s] for s in servers]
@@ -222,10 +224,9 @@ def generate(topo: Topology, first_day: dt.date, days: int = 7, count: int = 12,
     if count < 1 or days < 1:
         raise ValueError("count and days must be at least 1")
     rng = np.random.default_rng(seed)
-    user = [p for p in topo.processes if p.role in ("batch", "other") and p.program and
-            not p.program.startswith("$SYSTEM.SYSTEM.MEASCTL") and p.name.startswith("$")
-            and p.role != "measctl"]
-    user = [p for p in user if p.priority < 200]
+    # the node file's own processes (batch: and processes:), not the generated MEASCTLs
+    user = [p for p in topo.processes if p.role in ("batch", "other") and not p.dynamic
+            and p.program != "$SYSTEM.SYSTEM.MEASCTL"]
     vols = [v["name"] for v in topo.volumes if v["name"] not in ("$SYSTEM",)]
     lines = [ln["name"] for ln in topo.lines]
     taken: list[tuple[int, int]] = []  # (day, hour) slots used, with a free hour after each
