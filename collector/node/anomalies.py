@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from collector.node.topology import NodeFileError, Topology, proc_class
 from collector.node.workload import CustomStageSpec, ShapeSpec, WorkloadSpec
+from core.catalog import load_catalog
 
 if TYPE_CHECKING:
     from collector.node.engine import Node
@@ -180,7 +181,8 @@ def truth(schedule: Schedule | Sequence[Anomaly], topo: Topology) -> list[dict[s
             entity, targets = "process", [["process", s] for s in servers]
         else:
             entity = "system"
-            targets = [[e, "*"] for e in ("cpu", "disc", "line", "process", "terminal", "tmf")]
+            # the whole node's load: any subject of any entity type with tiers, and terminals
+            targets = [[e, "*"] for e in dict.fromkeys([*load_catalog().tiered_names, "terminal"])]
         out.append({
             "kind": a.kind,
             "entity": entity,
