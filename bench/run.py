@@ -6,7 +6,8 @@ Usage: python bench/run.py [NAME ...]   (NAME = bench_node, bench_ingest, …; d
 the slow ones, which run only by name: bench_history backfills 30 days of ref16, ~40 minutes;
 bench_citus starts a Citus coordinator and workers and loads two ref16 systems three times,
 1-8 minutes (the 8 were mostly entities registered one INSERT each, before 2026-11-27),
-and needs Citus installed into the wheel, `make citus`)
+and needs Citus installed into the wheel, `make citus`; bench_analysis_truth backfills 35 days
+of demo with injected anomalies, ~30 minutes)
 """
 
 from __future__ import annotations
