@@ -7,7 +7,8 @@ the slow ones, which run only by name: bench_history backfills 30 days of ref16,
 bench_citus starts a Citus coordinator and workers and loads two ref16 systems three times,
 1-8 minutes (the 8 were mostly entities registered one INSERT each, before 2026-11-27),
 and needs Citus installed into the wheel, `make citus`; bench_transfer backfills a ref16 day and
-exports and imports 4 hours of it three ways against raw COPY, about 10 minutes)
+exports and imports 4 hours of it three ways against raw COPY, about 10 minutes;
+bench_analysis_truth backfills 35 days of demo with injected anomalies, ~30 minutes)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-SLOW = {"bench_history", "bench_citus", "bench_transfer"}
+SLOW = {"bench_history", "bench_citus", "bench_transfer", "bench_analysis_truth"}
 
 
 def machine() -> str:

@@ -8,7 +8,7 @@
     measuredb component …                                   cli/component.py
     measuredb retention show|set|run|log                    cli/retention.py
     measuredb token create|list|revoke                      cli/token.py
-    measuredb node sweep --node N …                         cli/node.py
+    measuredb node sweep --node N … | anomalies --start D    cli/node.py
 
 What they share (one-line errors, the database, printing) is cli/common.py; what they do is
 the platform's services in core/ (the same functions the API calls). Bad settings and

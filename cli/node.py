@@ -2,11 +2,13 @@
 
     measuredb node sweep --node et1-txp [--node et1-vlx] [--from 8 --to 40 --steps 9 | --tps 10,20,30]
                          [--workload W] [--seed S] [--minutes M] [--warm-minutes M] [--out PLOT.png]
+    measuredb node anomalies --start YYYY-MM-DD [--node N] [--days D] [--count C] [--seed S] [--out FILE]
 
 The sweep runs the node once per offered load (the workload's rate replaced), measures
 TERMINAL TRANSACTIONS and RESPONSE-TIME and CPU-BUSY-TIME the way a MEASURE measurement
 records them (collector/node/response.py), prints the throughput-versus-response table and
-saves the curve (the VLX article's Figure 6) as a PNG beside it.
+saves the curve (the VLX article's Figure 6) as a PNG beside it. `anomalies` writes a seeded
+schedule of anomalies for `measuredb backfill --anomalies` (docs/anomalies.md).
 """
 
 from __future__ import annotations
@@ -104,3 +106,39 @@ def sweep_command(
     path = out_path or Path(f"sweep-{'-'.join(node)}.png")
     plot_sweep(curves, path)
     out.print(f"plot: {path}", markup=False)
+
+
+@node_app.command("anomalies")
+def anomalies_command(
+    start: Annotated[str, typer.Option(help="first day of the anomalous week (YYYY-MM-DD, the node's local days)")],
+    node: Annotated[str, typer.Option(help=f"node: {', '.join(node_names())} or a node file")] = "demo",
+    workload: Annotated[str | None, typer.Option(help="workload name or file; default: the node's own")] = None,
+    days: Annotated[int, typer.Option(min=1, max=366, help="days the anomalies fall in")] = 7,
+    count: Annotated[int, typer.Option(min=1, max=500, help="how many anomalies")] = 12,
+    seed: Annotated[int, typer.Option(min=0, help="same seed, same schedule")] = 1,
+    out_path: Annotated[Path, typer.Option("--out", help="schedule file to write (YAML)")] = Path("anomalies.yaml"),
+) -> None:
+    """A seeded schedule of anomalies for `measuredb backfill --anomalies` (docs/anomalies.md):
+    the five kinds in turn, whole-hour starts, 1-3 hours each, never two at once."""
+    import datetime as dt
+
+    import yaml
+
+    from collector.node.anomalies import batch_hours, generate
+    from collector.node.topology import load_node
+    from collector.node.workload import load_workload
+
+    try:
+        first = dt.date.fromisoformat(start)
+    except ValueError:
+        raise typer.BadParameter(f"{start!r} is not a date (YYYY-MM-DD)", param_hint="--start") from None
+    try:
+        topo = load_node(node)
+        wl = load_workload(workload or default_workload(node))
+        sched = generate(topo, first, days=days, count=count, seed=seed, batch_hours=batch_hours([wl]))
+    except (NodeFileError, ValueError) as exc:
+        err.print(f"measuredb: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    out_path.write_text(yaml.safe_dump(sched.model_dump(mode="json", exclude_none=True), sort_keys=False),
+                        encoding="utf-8")
+    out.print(f"{len(sched.anomalies)} anomalies from {first} over {days} days: {out_path}", markup=False)

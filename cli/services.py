@@ -4,6 +4,7 @@
     measuredb api                 the REST API alone
     measuredb collector [--node host]   the collector alone (simulated node or this host + MEASURE)
     measuredb backfill --node N --days D [--seed S] [--start T | --end T]   history, as fast as it simulates
+                      [--anomalies SCHEDULE [--truth TRUTH.json]]   with injected anomalies (docs/anomalies.md)
                                   (exit 3: the database did not take all of it; see the message)
     measuredb health [--collector]
 """
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.request
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Annotated
 from zoneinfo import ZoneInfo
 
@@ -102,6 +104,12 @@ def backfill(
              "time unless it carries an offset); default: DAYS before now")] = None,
     end: Annotated[str | None, typer.Option(
         help="end of the window instead (not after now); the window is DAYS long")] = None,
+    anomalies: Annotated[Path | None, typer.Option(
+        help="anomaly schedule (YAML or JSON, docs/anomalies.md; `measuredb node anomalies` "
+             "makes one): the simulated node injects them")] = None,
+    truth: Annotated[Path | None, typer.Option(
+        help="with --anomalies: write the ground truth (JSON: kind, entity, subject, from, to, "
+             "magnitude of every anomaly) to this file")] = None,
 ) -> None:
     """Fill the database with DAYS of history of NODE, as fast as the simulation runs.
 
@@ -114,15 +122,42 @@ def backfill(
 
     A database outage during the run is waited out (copies spool and replay); if the
     database is still away MEASUREDB_COLLECTOR_OUTAGE_WAIT_SECONDS after the end, the
-    command says what is left in the spool and exits with status 3."""
+    command says what is left in the spool and exits with status 3.
+
+    With --anomalies the node injects the schedule's anomalies (a runaway process, a slow
+    disc, a line down, dynamic file opens, a load spike) in their windows; --truth records them."""
     settings = CollectorSettings(node=node, backfill_days=days, seed=seed)
+    if anomalies is not None:
+        settings = settings.model_copy(update={"anomalies": anomalies})
+    if truth is not None and settings.anomalies is None:
+        raise UserError("--truth records the anomalies of --anomalies: give --anomalies SCHEDULE too")
     if node.split(":", 1)[0] == "host":
         raise UserError("the host node measures this machine as it runs: it has no history to "
                         "backfill (`measuredb collector --node host` measures it live)")
     if start is not None and end is not None:
         raise UserError("give --start or --end, not both (the window is --days long)")
+    if settings.anomalies is not None:
+        _write_truth(settings, truth)
     with database(settings, apply_schema=True) as url:
         _backfill(settings, url, start, end, days)
+
+
+def _write_truth(settings: CollectorSettings, path: Path | None) -> None:
+    """Check the schedule against the node (before anything is simulated) and write its truth."""
+    from collector.node.anomalies import load_schedule, truth, write_truth
+    from collector.node.topology import load_node
+
+    assert settings.anomalies is not None
+    try:
+        schedule = load_schedule(settings.anomalies)
+        records = truth(schedule, load_node(settings.node))
+    except NodeFileError as exc:
+        raise UserError(f"{settings.anomalies}: {exc.where}: {exc.why}" if exc.where else str(exc)) from None
+    if path is not None:
+        try:
+            write_truth(records, path)
+        except OSError as exc:
+            raise UserError(f"--truth {path}: cannot write it: {exc.strerror}") from None
 
 
 def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str | None, days: int) -> None:

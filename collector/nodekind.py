@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import psycopg
 
 from collector.hostnode import HostNodeKind
+from collector.node.anomalies import load_schedule
 from collector.node.engine import Node
 from collector.node.host import is_host_node
 from collector.node.topology import load_node
@@ -64,6 +65,8 @@ class SimulatedNodeKind:
         self.settings = settings
         self.topology = load_node(settings.node)
         self.workload = settings.workload or default_workload(settings.node)
+        # scheduled anomalies (collector/node/anomalies.py): read now, so a bad file stops the start
+        self.anomalies = load_schedule(settings.anomalies) if settings.anomalies is not None else None
 
     def registering(self, conn: psycopg.Connection, system_id: int, epoch_us: int | None) -> None:
         pass
@@ -78,7 +81,8 @@ class SimulatedNodeKind:
 
     def make_node(self, catalog: Catalog, epoch_us: int) -> Node:
         return Node(self.topology, self.workload, seed=self.settings.seed, start_us=epoch_us,
-                    catalog=catalog, step_us=self.settings.step_seconds * SECOND)
+                    catalog=catalog, step_us=self.settings.step_seconds * SECOND,
+                    anomalies=self.anomalies)
 
     def ended_before(self, stop_us: int | None, epoch_us: int) -> bool:
         return False  # replayed from the origin: every measurement is measured

@@ -27,6 +27,9 @@ class CollectorSettings(DatabaseSettings):
     workload: str | None = Field(default=None,
                                  description="workload name or file; default: the node's own")
     seed: int = Field(default=1986, ge=0, description="seed of the simulated node")
+    anomalies: Path | None = Field(default=None,
+                                   description="anomaly schedule of the simulated node (YAML or JSON, "
+                                               "docs/anomalies.md); default: none")
     speed: float = Field(default=1.0, gt=0, le=100_000, description="live pacing: 1 = real time")
     backfill_days: int = Field(default=7, ge=0, le=3660,
                                description="days of history simulated on first start")
@@ -57,7 +60,7 @@ class CollectorSettings(DatabaseSettings):
     compress_after_hours: float = Field(default=24.0, ge=0, le=24 * 3660,
                                         description="TimescaleDB: compress a day's chunk this long after it ended")
 
-    @field_validator("workload", "spool_dir", mode="before")
+    @field_validator("workload", "spool_dir", "anomalies", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value

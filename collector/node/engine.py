@@ -31,6 +31,7 @@ import numpy as np
 
 from collector.node import des
 from collector.node import workload as wl
+from collector.node.anomalies import Anomaly, Injector, Schedule
 from collector.node.compiler import ENTITIES, R, build_streams, compile_types
 from collector.node.extras import Extras
 from collector.node.hooks import EntityTable, NodeHooks, NullHooks
@@ -68,10 +69,13 @@ class Node:
         step_us: int = 1_000_000,
         peaks: bool = True,
         catalog=None,
+        anomalies: Schedule | list[Anomaly] | None = None,
     ) -> None:
         self.topo = spec if isinstance(spec, Topology) else load_node(spec)
         wls = workload if isinstance(workload, list) else [workload]
         self.workloads = [w if isinstance(w, WorkloadSpec) else load_workload(w) for w in wls]
+        # scheduled anomalies (collector/node/anomalies.py; 2 hooks in this file), None: none
+        self._anomalies = Injector.attach(self, anomalies)
         self.rng = np.random.default_rng(seed)
         self.now_us = int(start_us)
         self.hooks: NodeHooks = hooks if hooks is not None else NullHooks()
@@ -603,6 +607,9 @@ class Node:
     def _step(self, W: int) -> None:
         t0 = self.now_us
         t1 = t0 + W
+        anomalies = getattr(self, "_anomalies", None)  # (a node from an older checkpoint: none)
+        if anomalies is not None:
+            anomalies.step(t0)
         self._arrivals(t0, W)
         out = {e: None for e in ENTITIES}
         if self.txm.shape[0]:

@@ -140,3 +140,49 @@ def test_backfill_window_errors_name_the_option(fresh_database, monkeypatch, tmp
     assert "already holds \\DEMO simulated from 2026-02-28T23:00:00+00:00; a backfill continues" in result.output
     result = _backfill_into(url, monkeypatch, tmp_path, "--days", "1", "--start", "2026-03-01")
     assert result.exit_code == 0 and "nothing to do, copies are stored up to 2026-03-01T23:00:00+00:00" in result.output
+
+
+def test_backfill_with_anomalies_writes_the_truth(fresh_database, monkeypatch, tmp_path) -> None:
+    """`measuredb node anomalies` makes a schedule; `measuredb backfill --anomalies --truth`
+    injects it and records it: the line that is down carries nothing in its hours."""
+    import json
+
+    url = fresh_database("_backfill_anomalies")
+    schema.apply(url, mode=MODE)
+    for name, value in {"DATABASE_URL": url, "MEASUREDB_DATA_DIR": str(tmp_path),
+                        "MEASUREDB_COLLECTOR_STEP_SECONDS": "300",
+                        "MEASUREDB_COLLECTOR_INTERVAL_SECONDS": "300"}.items():
+        monkeypatch.setenv(name, value)
+    made = CliRunner().invoke(app, ["node", "anomalies", "--start", "2026-11-02", "--days", "2", "--count", "5",
+                                    "--seed", "2", "--out", str(tmp_path / "gen.yaml")])
+    assert made.exit_code == 0 and "5 anomalies from 2026-11-02 over 2 days" in made.output, made.output
+    sched = tmp_path / "s.yaml"
+    sched.write_text("anomalies:\n  - {kind: line_down, subject: $X251, start: 2026-11-02T10:00, minutes: 120}\n")
+    truth = tmp_path / "truth.json"
+    result = CliRunner().invoke(app, ["backfill", "--node", "demo", "--days", "1", "--seed", "3",
+                                      "--start", "2026-11-02", "--anomalies", str(sched), "--truth", str(truth)])
+    assert result.exit_code == 0, result.output
+    (rec,) = json.loads(truth.read_text())["anomalies"]
+    assert (rec["kind"], rec["entity"], rec["subject"], rec["from"], rec["to"]) == (
+        "line_down", "line", "$X251", "2026-11-02T09:00:00+00:00", "2026-11-02T11:00:00+00:00")
+    with psycopg.connect(url) as c:
+        rows = c.execute("SELECT line, extract(hour FROM hour_at)::int, requests_per_second FROM measure.line_hour "
+                         "WHERE hour_at >= '2026-11-02T08:00Z' AND hour_at < '2026-11-02T12:00Z' "
+                         "ORDER BY line, hour_at").fetchall()
+    down = {h: r for line, h, r in rows if line == "$X251"}
+    up = {h: r for line, h, r in rows if line == "$X252"}
+    assert down[9] == 0 and down[10] == 0 and down[8] > 0 and down[11] > 0
+    assert min(up.values()) > 0
+
+
+def test_backfill_with_a_bad_schedule_is_one_line(monkeypatch, tmp_path) -> None:
+    sched = tmp_path / "s.yaml"
+    sched.write_text("anomalies:\n  - {kind: disc_slow, subject: $NOPE, start: 2026-11-02T10:00, minutes: 60}\n")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/measuredb")
+    result = CliRunner().invoke(app, ["backfill", "--node", "demo", "--days", "1", "--anomalies", str(sched)])
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == (f"measuredb: {sched}: anomaly disc_slow at 2026-11-02T10:00:00: subject "
+                                     "'$NOPE' is not a volume of \\DEMO ($SYSTEM, $AUDIT, $DATA1, $DATA2, $DATA3, "
+                                     "$DATA4, $BATCH)")
+    result = CliRunner().invoke(app, ["backfill", "--node", "demo", "--truth", str(tmp_path / "t.json")])
+    assert result.exit_code == 2 and "give --anomalies SCHEDULE too" in result.output

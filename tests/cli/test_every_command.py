@@ -41,7 +41,7 @@ ARGS: dict[str, list[str]] = {
 }
 # the commands that set the platform up: they may make the embedded server, and run until stopped
 SERVICES = {"run", "api", "collector", "backfill", "schema apply"}
-NO_DATABASE = {"node sweep"}  # runs in memory
+NO_DATABASE = {"node sweep", "node anomalies"}  # run in memory
 
 
 def commands() -> list[str]:

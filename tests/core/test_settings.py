@@ -107,6 +107,9 @@ EVERY_SETTING: dict[str, tuple[type, str, tuple, tuple[str, str], tuple[str, obj
     "MEASUREDB_COLLECTOR_NODE": (CollectorSettings, "node", (ERR, "at least 1 character"), ("", "at least 1"),
                                  ("ref16", "ref16")),
     "MEASUREDB_COLLECTOR_WORKLOAD": (CollectorSettings, "workload", (OK, None), None, ("rds", "rds")),
+    # (read when the node is made: a missing or bad file stops it, tests/cli/test_backfill.py)
+    "MEASUREDB_COLLECTOR_ANOMALIES": (CollectorSettings, "anomalies", (OK, None), None,
+                                      ("/srv/anomalies.yaml", Path("/srv/anomalies.yaml"))),
     "MEASUREDB_COLLECTOR_SEED": (CollectorSettings, "seed", (ERR, "valid integer"), ("-1", "greater than or equal"),
                                  ("7", 7)),
     "MEASUREDB_COLLECTOR_SPEED": (CollectorSettings, "speed", (ERR, "valid number"), ("0", "greater than 0"),
