@@ -118,11 +118,13 @@ def run_report(
     capacity: Annotated[float | None, Query(gt=0, le=100)] = None,
     severity: Annotated[Literal["minor", "major"] | None,
                         Query(description="exceptions: minor (all, the default) or major")] = None,
+    top: Annotated[int | None, Query(ge=1, le=1000, description="sql-statements: how many statements (20)")] = None,
     format: Annotated[Format, Query(description="text (ENFORM layout), csv or json")] = "json",
 ) -> Response:
     body, has_data = service.run_report(session, report, system=system, day=date, date_from=from_, date_to=to,
                                         shift=shift, extra={"cpu": cpu, "pin": pin, "measurement": measurement,
-                                                            "capacity": capacity, "severity": severity},
+                                                            "capacity": capacity, "severity": severity,
+                                                            "top": top},
                                         fmt=format)
     # whether the system has measured data in the range: an empty report of a range without
     # any is no data, not "nothing found" (the text format says NO DATA)

@@ -19,6 +19,7 @@ from core import schema
 from core.catalog import load_catalog
 from core.importer import interval_header
 from core.reports import render_text, run_report
+from tests.api.conftest import make_client
 from tests.core.test_import_export import (
     M15,
     NY,
@@ -31,6 +32,7 @@ from tests.core.test_import_export import (
     write,
 )
 from tests.engine import MODE
+from tests.tokens import create_token
 
 CAT = load_catalog()
 D = Decimal
@@ -158,6 +160,13 @@ def test_top_sql_statements_are_exact(env: str, tmp_path: Path) -> None:
         ("$APPL.SQL.BILL", "CAT.SCH.BILLMOD", 1, 1, D(1000), D(10), D(10), D(3000)),
         ("$APPL.SQL.ORDERS", "CAT.SCH.ORDERSMOD", 1, 2, D(400), D(4), D(10), D(1200))]
     assert [r["statement_index"] for r in _rows(env, "sql-statements", top=2)] == [2, 1]
+    # the API takes the same `top` (GET /reports/sql-statements)
+    auth = {"Authorization": f"Bearer {create_token(env, 't', 'read')}"}
+    with make_client(env) as client:
+        r = client.get("/reports/sql-statements", headers=auth,
+                       params={"system": SYSTEM, "from": FROM_AT.isoformat(), "to": TO_AT.isoformat(), "top": 2})
+    assert r.status_code == 200, r.text
+    assert [x["statement_index"] for x in r.json()] == [2, 1]
     text = render_text("sql-statements", rows, {"system": SYSTEM, "from_at": FROM_AT, "to_at": TO_AT})
     assert "TOP SQL STATEMENTS" in text and "CAT.SCH.BILLMOD" in text
     # MEASREAD: RATE ON of an Elapsed counter is % of the interval, as MEASCOM shows it; RATE OFF µs
