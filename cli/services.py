@@ -121,6 +121,8 @@ def backfill(
                         "backfill (`measuredb collector --node host` measures it live)")
     if start is not None and end is not None:
         raise UserError("give --start or --end, not both (the window is --days long)")
+    if settings.progress == "lines":  # progress (and the time per phase) as log lines, as under `run`
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s backfill %(levelname)s %(message)s")
     with database(settings, apply_schema=True) as url:
         _backfill(settings, url, start, end, days)
 
@@ -144,6 +146,7 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
         t = now_us()
         until = window[1] if window else t - t % c.node.step_us   # on the grid
         if c.node.now_us >= until:
+            c.condense_months()  # what a run killed before its end left (collector/upkeep.py)
             out.print(f"{c.topology.system_name}: nothing to do, copies are stored up to "
                       f"{to_ts(c.node.now_us).isoformat(timespec='seconds')}")
             return
