@@ -141,7 +141,8 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
                 f"the database already holds {c.topology.system_name} simulated from "
                 f"{to_ts(state.epoch_us).isoformat()}; a backfill continues that history: use "
                 f"--start {to_ts(state.epoch_us).isoformat()} (or no --start), or another database")
-        c.build()
+        with c.phases("start: rebuild"):
+            c.build()
         started = time.monotonic()
         t = now_us()
         until = window[1] if window else t - t % c.node.step_us   # on the grid
@@ -151,10 +152,12 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
                       f"{to_ts(c.node.now_us).isoformat(timespec='seconds')}")
             return
         c.backfill(until, progress="bar" if settings.progress == "auto" else settings.progress)
-        c.finish_backfill(settings.outage_wait_seconds)
-        c.checkpoint()
-        c.condense_months()
-        c.upkeep()
+        with c.phases("end: spool, checkpoint, months, upkeep"):
+            c.finish_backfill(settings.outage_wait_seconds)
+            c.checkpoint()
+            c.condense_months()
+            c.upkeep()
+        c.log_phases(settings.progress)
         simulated = (c.node.now_us - state.epoch_us) / SECOND
         stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
         out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "

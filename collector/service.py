@@ -100,7 +100,7 @@ class Collector:
         self.backfill_done = 0.0
         self.backfill_left_s: float | None = None  # at the recent pace (Pace)
         self.lag_us = 0
-        self.phases = self.writer.phases  # where a backfill's time goes (collector/phases.py)
+        self.phases: Phases = self.writer.phases  # where a backfill's time goes (collector/phases.py)
 
     # ------------------------------------------------------------------ set-up
 
@@ -204,7 +204,6 @@ class Collector:
             log.info("backfill: %s to %s (%.1f days of node time)", _when(start), _when(until_us),
                      (until_us - start) / 86_400 / SECOND)
         assert self.state is not None and self.measmon and self.pipeline, "built first"
-        self.phases = self.writer.phases = Phases()  # this backfill's profile
         condense = self.writer.condense
         self.writer.condense = condense and not pipelined  # pipelined: marked only, condensed in batches
         try:
@@ -242,7 +241,11 @@ class Collector:
                      (until_us - start) / 86_400 / SECOND, time.monotonic() - began)
         with self.phases("condense: months"):
             self.condense_months()
-        log.log(logging.INFO if mode == "lines" else logging.DEBUG,
+        self.log_phases(mode)
+
+    def log_phases(self, progress: bool | str) -> None:
+        """The time per phase so far, at INFO with progress as log lines, else at DEBUG."""
+        log.log(logging.INFO if _progress_mode(progress) == "lines" else logging.DEBUG,
                 "backfill phases (wall/CPU s): %s", self.phases.line())
 
     def _checkpoint_when_stored(self, writer: WriterThread) -> None:
