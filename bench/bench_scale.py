@@ -123,7 +123,7 @@ PHASES = "backfill phases (wall/CPU s): "
 
 def import_ratio() -> str | None:
     """Import ÷ raw COPY of the same CSV files (issue 31 item 4): the merger wires this to
-    bench/bench_import.py or bench/bench_transfer.py. None: not measured here."""
+    bench/bench_import.py (h31i's import benchmark). None: not measured here."""
     return None
 
 
