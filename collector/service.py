@@ -74,7 +74,7 @@ ON_TIME_US = 2 * SECOND               # live: "within real time" means at most t
 BEHIND_WARNING_S = 30.0               # live: warn (and repeat) once behind for this long
 PROGRESS_EVERY_S = 10.0               # backfill progress as log lines: one this often
 CHECKPOINT_EVERY_US = 6 * HOUR        # backfill: a checkpoint file at most this often (node time)
-CONDENSE_EVERY_US = 6 * HOUR          # backfill: the hours written are condensed together this often
+CONDENSE_EVERY_US = HOUR              # backfill: the hours written are condensed (after their commit) this often
 
 
 class Collector:
@@ -185,8 +185,8 @@ class Collector:
 
     def backfill(self, until_us: int, *, chunk_us: int = HOUR, progress: bool | str = False,
                  serve_control: bool = False, pipelined: bool = True) -> None:
-        """Run as fast as possible up to until_us, a slice per chunk, a checkpoint and
-        condensing every 6 hours of node time and at the end. progress: False, True (bar), or
+        """Run as fast as possible up to until_us, a slice per chunk, its hours condensed
+        after it commits, a checkpoint every 6 hours of node time. progress: False, True (bar), or
         a mode of MEASUREDB_COLLECTOR_PROGRESS; with serve_control the API's requests are
         answered between chunks (at the node's time). The slices are written by a thread of
         their own while the next ones are simulated (collector/writer_thread.py); when this

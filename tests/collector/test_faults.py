@@ -120,7 +120,7 @@ c.close()
 print("done")
 """
 # one backfill: slices written by the writer's thread while the next are simulated, hours
-# condensed and checkpoint files written every 7 minutes (6 hours in a real backfill)
+# condensed every 7 minutes (several slices at once) and checkpoint files written as often
 KILLED_BACKFILL = KILLED_RUN.replace("""for t in range(epoch + 60_000_000, until + 1, 60_000_000):
     c.backfill(t, chunk_us=60_000_000)
     if t % (7 * 60_000_000) == 0:

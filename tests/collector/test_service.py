@@ -242,8 +242,8 @@ def test_the_backfill_estimate_follows_the_recent_pace() -> None:
 
 
 def test_a_pipelined_backfill_answers_as_one_written_slice_by_slice(fresh_database, tmp_path: Path) -> None:
-    """A backfill writes in a thread of its own and condenses the hours it marked every 6
-    hours of node time (collector/writer_thread.py): every tier, report and panel answers as
+    """A backfill writes in a thread of its own and condenses the hours it marked after
+    each slice commits (collector/writer_thread.py): every tier, report and panel answers as
     when each slice is written and its hours condensed before the next is simulated (the
     way of release 130), nothing is left marked, and the checkpoint files follow stored
     slices only."""
@@ -252,7 +252,7 @@ def test_a_pipelined_backfill_answers_as_one_written_slice_by_slice(fresh_databa
     from tests.snapshot import differences
     from tests.snapshot import snapshot as everything
 
-    until = EPOCH + 8 * 60 * MINUTE                    # condensed at 12:00 and at the end (16:00 UTC)
+    until = EPOCH + 8 * 60 * MINUTE                    # checkpoint at 12:00 UTC
     snaps = []
     for pipelined in (True, False):
         url = fresh_database(f"_svc_pipelined_{pipelined}")
