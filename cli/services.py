@@ -138,6 +138,8 @@ def backfill(
         raise UserError("give --start or --end, not both (the window is --days long)")
     if settings.anomalies is not None:
         _write_truth(settings, truth)
+    if settings.progress == "lines":  # progress (and the time per phase) as log lines, as under `run`
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s backfill %(levelname)s %(message)s")
     with database(settings, apply_schema=True) as url:
         _backfill(settings, url, start, end, days)
 
@@ -174,19 +176,23 @@ def _backfill(settings: CollectorSettings, url: str, start: str | None, end: str
                 f"the database already holds {c.topology.system_name} simulated from "
                 f"{to_ts(state.epoch_us).isoformat()}; a backfill continues that history: use "
                 f"--start {to_ts(state.epoch_us).isoformat()} (or no --start), or another database")
-        c.build()
+        with c.phases("start: rebuild"):
+            c.build()
         started = time.monotonic()
         t = now_us()
         until = window[1] if window else t - t % c.node.step_us   # on the grid
         if c.node.now_us >= until:
+            c.condense_months()  # what a run killed before its end left (collector/upkeep.py)
             out.print(f"{c.topology.system_name}: nothing to do, copies are stored up to "
                       f"{to_ts(c.node.now_us).isoformat(timespec='seconds')}")
             return
         c.backfill(until, progress="bar" if settings.progress == "auto" else settings.progress)
-        c.finish_backfill(settings.outage_wait_seconds)
-        c.checkpoint()
-        c.condense_months()
-        c.upkeep()
+        with c.phases("end: spool, checkpoint, months, upkeep"):
+            c.finish_backfill(settings.outage_wait_seconds)
+            c.checkpoint()
+            c.condense_months()
+            c.upkeep()
+        c.log_phases(settings.progress)
         simulated = (c.node.now_us - state.epoch_us) / SECOND
         stored = to_ts(c.writer.durable_until_us).isoformat(timespec="seconds")
         out.print(f"{c.topology.system_name}: {simulated / 86400:.1f} days simulated in "

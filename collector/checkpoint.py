@@ -57,28 +57,39 @@ class Restored:
 def save(path: Path, epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipeline) -> bool:
     """Write the checkpoint; False (and a warning) when it cannot be pickled or its folder is
     not the collector's own."""
+    data = dumps(epoch_us, node, measmon, pipeline)
+    return data is not None and write(path, data)
+
+
+def dumps(epoch_us: int, node: Any, measmon: Measmon, pipeline: Pipeline) -> bytes | None:
+    """The checkpoint's bytes (the state now; a backfill writes them once the slices up to
+    now are stored); None (and a warning) when it cannot be pickled."""
+    callbacks = measmon.sink, measmon.on_state
+    # they hold the writer's connection: detached while pickling, put back below
+    measmon.sink = measmon.on_state = None  # type: ignore[assignment]  # None only while pickling
+    try:
+        return pickle.dumps({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,
+                             "measmon": measmon, "pipeline": pipeline}, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        log.warning("checkpoint not written (%s); a restart replays from the origin", exc)
+        return None
+    finally:
+        measmon.sink, measmon.on_state = callbacks
+
+
+def write(path: Path, data: bytes) -> bool:
+    """Write checkpoint bytes (dumps) to path: a private file replaced whole; False (and a
+    warning) when its folder is not the collector's own."""
     try:
         private_folder(path.parent, "MEASUREDB_DATA_DIR")
     except PermissionError as exc:
         log.warning("checkpoint not written: %s; a restart replays from the origin", exc)
         return False
     tmp = path.with_suffix(".tmp")
-    callbacks = measmon.sink, measmon.on_state
-    # they hold the writer's connection: detached while pickling, put back below
-    measmon.sink = measmon.on_state = None  # type: ignore[assignment]  # None only while pickling
-    try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-            pickle.dump({"epoch_us": epoch_us, "code": code_fingerprint(), "node": node,
-                         "measmon": measmon, "pipeline": pipeline}, f,
-                        protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        return True
-    except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        log.warning("checkpoint not written (%s); a restart replays from the origin", exc)
-        tmp.unlink(missing_ok=True)
-        return False
-    finally:
-        measmon.sink, measmon.on_state = callbacks
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return True
 
 
 def load(path: Path, epoch_us: int, durable_until_us: int) -> Restored | None:

@@ -50,9 +50,11 @@ from collector.errors import CollectorConfigError, SpooledDataLeft
 from collector.measure.measmon import Measmon, Measurement
 from collector.node.workload import DEFAULT_WORKLOADS
 from collector.nodekind import node_kind
+from collector.phases import Phases
 from collector.registration import DEFAULT_MEASUREMENT, State, default_contab
 from collector.settings import CollectorSettings
 from collector.sink import Pipeline, SpoolFull, Writer
+from collector.writer_thread import WriterThread
 from core.catalog import load_catalog
 from core.times import HOUR, SECOND, now_us, to_ts
 
@@ -71,6 +73,8 @@ CATCHUP_CHUNK_US = 10 * 60 * SECOND  # live catch-up: control is answered at lea
 ON_TIME_US = 2 * SECOND               # live: "within real time" means at most this late
 BEHIND_WARNING_S = 30.0               # live: warn (and repeat) once behind for this long
 PROGRESS_EVERY_S = 10.0               # backfill progress as log lines: one this often
+CHECKPOINT_EVERY_US = 6 * HOUR        # backfill: a checkpoint file at most this often (node time)
+CONDENSE_EVERY_US = HOUR              # backfill: the hours written are condensed (after their commit) this often
 
 
 class Collector:
@@ -96,6 +100,7 @@ class Collector:
         self.backfill_done = 0.0
         self.backfill_left_s: float | None = None  # at the recent pace (Pace)
         self.lag_us = 0
+        self.phases: Phases = self.writer.phases  # where a backfill's time goes (collector/phases.py)
 
     # ------------------------------------------------------------------ set-up
 
@@ -179,10 +184,15 @@ class Collector:
         self.writer.flush(self.pipeline.take(until_us))
 
     def backfill(self, until_us: int, *, chunk_us: int = HOUR, progress: bool | str = False,
-                 serve_control: bool = False) -> None:
-        """Run as fast as possible up to until_us, a slice (and a checkpoint) per chunk.
-        progress: False, True (bar), or a mode of MEASUREDB_COLLECTOR_PROGRESS; with
-        serve_control the API's requests are answered between chunks (at the node's time)."""
+                 serve_control: bool = False, pipelined: bool = True) -> None:
+        """Run as fast as possible up to until_us, a slice per chunk, its hours condensed
+        after it commits, a checkpoint every 6 hours of node time. progress: False, True (bar), or
+        a mode of MEASUREDB_COLLECTOR_PROGRESS; with serve_control the API's requests are
+        answered between chunks (at the node's time). The slices are written by a thread of
+        their own while the next ones are simulated (collector/writer_thread.py); when this
+        returns, every slice is stored (or spooled) and every tier but the months condensed.
+        pipelined=False: the way of release 130, for the profile's baseline (bench_scale.py):
+        each slice written, and its hours condensed, before the next is simulated."""
         self.mode = "backfill"
         start = self.node.now_us
         self.backfill_done, self.backfill_left_s = 0.0, None
@@ -193,29 +203,62 @@ class Collector:
         if mode == "lines" and until_us > start:
             log.info("backfill: %s to %s (%.1f days of node time)", _when(start), _when(until_us),
                      (until_us - start) / 86_400 / SECOND)
-        with _progress(mode == "bar") as bar:
-            task = bar.add_task("backfill", total=max(1, until_us - start)) if bar else None
-            while self.node.now_us < until_us:
-                target = min(until_us, (self.node.now_us // chunk_us + 1) * chunk_us)
-                self.advance(target)
-                self.backfill_done = (self.node.now_us - start) / max(1, until_us - start)
-                pace.add(time.monotonic(), self.node.now_us)
-                self.backfill_left_s = pace.left_s(until_us)
-                if serve_control:
-                    self.control_round()
-                self.heartbeat()
-                if target % (6 * HOUR) == 0:
-                    self.checkpoint()
-                if bar:
-                    bar.update(task, completed=self.node.now_us - start)
-                elif mode == "lines" and time.monotonic() - last_line >= PROGRESS_EVERY_S:
-                    last_line = time.monotonic()
-                    log.info("backfill: %s", _progress_line(start, self.node.now_us, until_us,
-                                                            last_line - began, pace.left_s(until_us)))
+        assert self.state is not None and self.measmon and self.pipeline, "built first"
+        condense = self.writer.condense
+        self.writer.condense = condense and not pipelined  # pipelined: marked only, condensed in batches
+        try:
+            with (_progress(mode == "bar") as bar,
+                  WriterThread(self.writer, self.phases, threaded=pipelined) as writer):
+                task = bar.add_task("backfill", total=max(1, until_us - start)) if bar else None
+                while self.node.now_us < until_us:
+                    target = min(until_us, (self.node.now_us // chunk_us + 1) * chunk_us)
+                    with self.phases("simulate"):
+                        self.measmon.run_until(target)
+                    with self.phases("encode"):
+                        sl = self.pipeline.take(target)
+                    writer.flush(sl)
+                    if pipelined and (target % CONDENSE_EVERY_US == 0 or target == until_us):
+                        writer.condense(self.state.system_id)
+                    self.backfill_done = (self.node.now_us - start) / max(1, until_us - start)
+                    pace.add(time.monotonic(), self.node.now_us)
+                    self.backfill_left_s = pace.left_s(until_us)
+                    with self.phases("control, heartbeat"):
+                        if serve_control:
+                            self.control_round()
+                        self.heartbeat()
+                    if target % CHECKPOINT_EVERY_US == 0:
+                        self._checkpoint_when_stored(writer)
+                    if bar:
+                        bar.update(task, completed=self.node.now_us - start)
+                    elif mode == "lines" and time.monotonic() - last_line >= PROGRESS_EVERY_S:
+                        last_line = time.monotonic()
+                        log.info("backfill: %s", _progress_line(start, self.node.now_us, until_us,
+                                                                last_line - began, pace.left_s(until_us)))
+        finally:
+            self.writer.condense = condense
         if mode == "lines" and until_us > start:
             log.info("backfill done: %.1f days of node time in %.0f s",
                      (until_us - start) / 86_400 / SECOND, time.monotonic() - began)
-        self.condense_months()
+        with self.phases("condense: months"):
+            self.condense_months()
+        self.log_phases(mode)
+
+    def log_phases(self, progress: bool | str) -> None:
+        """The time per phase so far, at INFO with progress as log lines, else at DEBUG."""
+        log.log(logging.INFO if _progress_mode(progress) == "lines" else logging.DEBUG,
+                "backfill phases (wall/CPU s): %s", self.phases.line())
+
+    def _checkpoint_when_stored(self, writer: WriterThread) -> None:
+        """A checkpoint of the state now, written by the writer once the slices up to now are
+        stored (never ahead of the database: a kill -9 resumes from what it holds)."""
+        if not self.node_kind.checkpoints:
+            return
+        assert self.state and self.measmon and self.pipeline, "built first"
+        with self.phases("checkpoint pickle"):
+            data = checkpoint.dumps(self.state.epoch_us, self.node, self.measmon, self.pipeline)
+        if data is not None:
+            path = self._checkpoint_path()
+            writer.when_stored(self.node.now_us, lambda: checkpoint.write(path, data))
 
     def finish_backfill(self, wait_s: float) -> None:
         """End of a backfill: the spool replayed, waiting up to wait_s for the database.

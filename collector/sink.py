@@ -39,6 +39,7 @@ import psycopg
 
 from collector.measure.copies import IntervalBatch, IntervalBuilder
 from collector.measure.measmon import COPY_INITIAL, COPY_INTERVAL, COPY_START, Copy, entity_ids
+from collector.phases import Phases
 from collector.slice import Slice, SpoolFileError, decode, encode
 from core.catalog import Catalog
 from core.entities import entity_id, entity_key
@@ -378,6 +379,7 @@ class Writer:
         self._backoff_s = 0.0
         self._next_try = 0.0  # time.monotonic() before which the database is not tried again
         self.dropped_slices = 0  # drop-oldest: slices whose intervals were dropped
+        self.phases = Phases()  # where the writer's time goes (collector/phases.py)
 
     # ---------------------------------------------------------------- public
 
@@ -594,9 +596,12 @@ class Writer:
                 try:
                     with conn.transaction():
                         self._write_tx(conn, sl, on_conflict=False)
+                        lap = self.phases.laps()
                 except psycopg.errors.UniqueViolation:
                     with conn.transaction():
                         self._write_tx(conn, sl, on_conflict=True)
+                        lap = self.phases.laps()
+                lap("write: commit")
                 break
             except psycopg.OperationalError as exc:
                 # a deadlock or serialization failure with another writer (two collectors'
@@ -611,6 +616,7 @@ class Writer:
         self.durable_until_us = max(self.durable_until_us, sl.until_us)
 
     def _write_tx(self, conn: psycopg.Connection, sl: Slice, *, on_conflict: bool) -> None:
+        lap = self.phases.laps()
         with conn.cursor() as cur:
             if sl.entities:
                 # one statement for all of them (INSERT … SELECT, not a subquery in VALUES:
@@ -628,6 +634,7 @@ class Writer:
                     (list(eid), list(code), list(key), list(ids), [c if c >= 0 else None for c in cpu],
                      list(seen_at), self.collector_id),
                 )
+            lap("write: entities")
             if sl.runs:
                 cur.execute("SELECT _measure.run_partitions_for(_measure.us_to_timestamptz(%s),"
                             " _measure.us_to_timestamptz(%s))", (sl.from_min_us, sl.from_max_us))
@@ -650,6 +657,7 @@ class Writer:
                 if on_conflict:
                     cur.execute(f"INSERT INTO _measure.{table} ({', '.join(columns)}) "
                                 f"SELECT {', '.join(columns)} FROM {target} ON CONFLICT DO NOTHING")
+            lap("write: COPY")
             if sl.pack_hours:
                 cur.execute("INSERT INTO _measure.pack_todo (hour_at) SELECT _measure.us_to_timestamptz(h)"
                             " FROM (SELECT DISTINCT h FROM unnest(%s::bigint[]) h) x (h)"
@@ -667,6 +675,7 @@ class Writer:
                     + " FROM _measure.collector_state WHERE collector_id = %s",
                     (sl.from_min_us, sl.from_max_us, self.collector_id),
                 )
+            lap("write: condense hours" if self.condense else "write: note hours")
             for event, mid, at, usage in sl.control:
                 column = {"started": "started_at", "stopped": "stopped_at"}[event]
                 state = {"started": "running", "stopped": "stopped"}[event]
@@ -686,3 +695,4 @@ class Writer:
                 " updated_at = now() WHERE collector_id = %s",
                 (sl.until_us, self.collector_id),
             )
+            lap("write: control, watermark")

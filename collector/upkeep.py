@@ -21,11 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def condense_months(url: str, system_id: int) -> int:
-    """The month-level rows the slices written so far left (_measure.month_dirty): a
-    backfill returns with every tier current. The number of hours done (0 when the
-    database cannot be reached: the upkeep does them later)."""
+    """The month-level rows the slices written so far left (_measure.month_dirty), after
+    any hours still marked (a backfill killed before condensing them): a backfill returns
+    with every tier current. The number of month hours done (0 when the database cannot be
+    reached: the upkeep does them later)."""
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
+            conn.execute("SELECT _measure.condense(%s::smallint, 1000000, false)", (system_id,))
             return scalar(conn.execute("SELECT _measure.condense_pending_months(%s::smallint)",
                                        (system_id,)))
     except psycopg.OperationalError:

@@ -119,13 +119,25 @@ for t in range(epoch + 60_000_000, until + 1, 60_000_000):
 c.close()
 print("done")
 """
+# one backfill: slices written by the writer's thread while the next are simulated, hours
+# condensed every 7 minutes (several slices at once) and checkpoint files written as often
+KILLED_BACKFILL = KILLED_RUN.replace("""for t in range(epoch + 60_000_000, until + 1, 60_000_000):
+    c.backfill(t, chunk_us=60_000_000)
+    if t % (7 * 60_000_000) == 0:
+        c.checkpoint()
+""", """from collector import service
+service.CHECKPOINT_EVERY_US = service.CONDENSE_EVERY_US = 7 * 60_000_000
+c.backfill(until, chunk_us=60_000_000)
+""")
 
 
-def test_kill_9_at_random_points_loses_and_duplicates_nothing(reference, fresh_database, tmp_path: Path) -> None:
-    url = fresh_database("_svc_kill")
+@pytest.mark.parametrize("script", [KILLED_RUN, KILLED_BACKFILL], ids=["backfills", "one-backfill"])
+def test_kill_9_at_random_points_loses_and_duplicates_nothing(reference, fresh_database, tmp_path: Path,
+                                                               script: str) -> None:
+    url = fresh_database("_svc_kill" + ("" if script is KILLED_RUN else "_one"))
     schema.apply(url, mode=MODE)
     rng = np.random.default_rng(20261125)
-    args = [sys.executable, "-c", KILLED_RUN, url, str(tmp_path), str(EPOCH), str(EPOCH + 30 * MINUTE)]
+    args = [sys.executable, "-c", script, url, str(tmp_path), str(EPOCH), str(EPOCH + 30 * MINUTE)]
     marks, kills = [], 0
     # killed at up to 8 random points, then run to its end without a kill (on a slow or busy
     # machine every one of the 8 lands before the end: the last run then only resumes)
@@ -147,6 +159,8 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(reference, fresh_d
     assert marks == sorted(marks)
     assert watermark(url) == EPOCH + 30 * MINUTE
     assert snapshot(url) == reference
+    with psycopg.connect(url) as c:                     # hours a killed run left marked: condensed since
+        assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone() == (0,)
 
 
 def test_live_catches_up_with_the_wall_clock(fresh_database, tmp_path: Path, caplog) -> None:

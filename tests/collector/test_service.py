@@ -8,6 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from collector import checkpoint
 from collector.service import Collector, Pace, SpooledDataLeft
 from collector.settings import CollectorSettings
 from core import control, schema
@@ -238,3 +239,35 @@ def test_the_backfill_estimate_follows_the_recent_pace() -> None:
         pace.add(100.0 + 2 * (k - 1), k * hour)
     assert pace.left_s(100 * hour) == (100 - 39) * 2.0
     assert pace.samples[0][0] >= 100.0 + 2 * 38 - 60 - 2  # only the last minute is kept
+
+
+def test_a_pipelined_backfill_answers_as_one_written_slice_by_slice(fresh_database, tmp_path: Path) -> None:
+    """A backfill writes in a thread of its own and condenses the hours it marked after
+    each slice commits (collector/writer_thread.py): every tier, report and panel answers as
+    when each slice is written and its hours condensed before the next is simulated (the
+    way of release 130), nothing is left marked, and the checkpoint files follow stored
+    slices only."""
+    from datetime import date
+
+    from tests.snapshot import differences
+    from tests.snapshot import snapshot as everything
+
+    until = EPOCH + 8 * 60 * MINUTE                    # checkpoint at 12:00 UTC
+    snaps = []
+    for pipelined in (True, False):
+        url = fresh_database(f"_svc_pipelined_{pipelined}")
+        schema.apply(url, mode=MODE)
+        c = Collector(settings(tmp_path / str(pipelined)), url)
+        c.register(epoch_us=EPOCH)
+        c.build()
+        c.backfill(until, pipelined=pipelined)
+        assert c.writer.durable_until_us == until and c.writer.condense  # (marked only while it ran)
+        c.condense_months()
+        c.close()
+        (ckpt,) = (tmp_path / str(pipelined) / "checkpoints").glob("*.pickle")
+        assert checkpoint.load(ckpt, EPOCH, until).node.now_us == EPOCH + 4 * 60 * MINUTE  # 12:00 UTC
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone() == (0,)
+            snaps.append(everything(conn, "\\DEMO", [date(2026, 1, 1)], [(to_ts(EPOCH), to_ts(until))]))
+    assert len(snaps[0]["interval_record"]) > 1000 and snaps[0]["cpu_hour"] and snaps[0]["cpu_shift"]
+    assert differences(*snaps) == []
