@@ -25,7 +25,8 @@ Each end-to-end run reports where its time went: the backfill's time per phase (
 the thread, collector/phases.py), the CPU of the backfill process and of the server, and the
 server's WAL and checkpoints (pg_stat_wal, pg_stat_checkpointer deltas).
 At the end, the ratios (issue 31): end to end ÷ simulation on both servers, bytes per
-counter value, import ÷ raw COPY.
+counter value ÷ the entropy floor of the runs (--no-density skips it), import and export ÷ raw
+COPY of the same CSV files for --transfer-hours of the day (0 skips it).
 Targets (this 2-core machine): end to end ≤ 1.5 × the simulation (aim 1.2), peak RSS ≤ 2 GB, ingest ≥ 0.8 of
 the raw COPY, condensing a day ≤ 10 s, ≤ 6 bytes per counter value on plain PostgreSQL
 (indexes included), ≤ 1.5 on TimescaleDB after compression.
@@ -42,6 +43,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import psutil
@@ -121,16 +123,35 @@ print("backfill phases (wall/CPU s):", c.phases.line(), file=sys.stderr)
 PHASES = "backfill phases (wall/CPU s): "
 
 
-def import_ratio() -> str | None:
-    """Import ÷ raw COPY of the same CSV files (issue 31 item 4): the merger wires this to
-    bench/bench_import.py (h31i's import benchmark). None: not measured here."""
-    return None
+def import_ratio(admin: str, url: str, work: Path, hours: int) -> str | None:
+    """Import and export ÷ raw COPY of the same CSV files (issue 31 item 4): `hours` hours of
+    the day in url exported and imported again (bench/bench_transfer.py's way). None: not
+    measured (--transfer-hours 0)."""
+    if hours <= 0:
+        return None
+    from bench_transfer import transfer_ratios
+
+    with psycopg.connect(url) as c:
+        first = c.execute("SELECT min(h.hour_at) AT TIME ZONE min(y.time_zone) FROM _measure.cpu_hour h"
+                          " JOIN _measure.system y USING (system_id)").fetchone()[0]
+    lo = first + timedelta(hours=1)  # the first whole hour after the backfill's start
+    r = transfer_ratios(admin, url, work, lo=lo.isoformat(), hi=(lo + timedelta(hours=hours)).isoformat())
+    return (", ".join(f"{k} {v:.2f}" for k, v in r.ratios().items())
+            + f" ({hours} h of the day: {r.rows:,} interval records)")
 
 
-def entropy_floor() -> str | None:
-    """Bytes per counter value ÷ the entropy floor of the same values (issue 31 item 3): the
-    merger wires this to the density measurement. None: not measured here."""
-    return None
+def entropy_floor(url: str, e2e: dict[str, float], measure: bool) -> str | None:
+    """Bytes per counter value ÷ the entropy floor of the same values (issue 31 item 3), from
+    bench/bench_density.py's measurement of the runs (it reads every run: minutes for a day).
+    None: not measured (--no-density)."""
+    if not measure:
+        return None
+    from bench_density import density_table
+
+    with psycopg.connect(url) as c:
+        d = density_table(c)
+    return (f"{e2e['size'] / e2e['values'] / d['floor']:.1f} (floor {d['floor']:.3f} B/value; "
+            f"runs with their indexes {d['runs']:.3f}, zstd of each run {d['zstd_run']:.3f})")
 
 
 def fresh(admin: str, name: str, mode: str) -> str:
@@ -352,6 +373,9 @@ def main() -> None:
     ap.add_argument("--url", help="an admin URL of another server (default: the embedded one)")
     ap.add_argument("--no-timescaledb", action="store_true")
     ap.add_argument("--no-ingest", action="store_true", help="skip the writer-vs-raw-COPY and condensing phase")
+    ap.add_argument("--transfer-hours", type=int, default=1,
+                    help="hours of the day exported and imported against raw COPY (0: not measured)")
+    ap.add_argument("--no-density", action="store_true", help="skip the entropy floor of the runs (minutes)")
     ap.add_argument("--profile", action="store_true",
                     help="also the release-130 way (written and condensed slice by slice), for the profile")
     args = ap.parse_args()
@@ -374,6 +398,8 @@ def main() -> None:
         runs = {"embedded": end_to_end(url, args.days, args.seed, tmp / "e2e")}
         wall, rss = runs["embedded"]["wall"], runs["embedded"]["rss"]
         e2e = stored(url)
+        floor = entropy_floor(url, e2e, not args.no_density)
+        imp = import_ratio(admin, url, tmp / "transfer", args.transfer_hours)
         with psycopg.connect(url) as c:
             compression = c.execute("SELECT CASE WHEN attcompression = 'l' THEN 'lz4' ELSE 'pglz' END FROM pg_attribute"
                                     " WHERE attrelid = '_measure.interval_run'::regclass AND attname = 'counters'"
@@ -454,7 +480,7 @@ def main() -> None:
     elif ts:
         print(f"| TimescaleDB | {ts} | |")
     profile(runs, sim_s)
-    ratios(runs, sim_s, e2e, load0, os.getloadavg()[0])
+    ratios(runs, sim_s, e2e, load0, os.getloadavg()[0], floor, imp)
 
 
 LABELS = {"embedded": "`make run`'s embedded server", "default": "a server with default settings",
@@ -500,7 +526,8 @@ def main_thread_s(name: str, phases: dict[str, tuple[float, float]]) -> float:
                and (name == "serial" or p not in WRITER_THREAD))
 
 
-def ratios(runs: dict[str, dict], sim_s: float, e2e: dict[str, float], load0: float, load1: float) -> None:
+def ratios(runs: dict[str, dict], sim_s: float, e2e: dict[str, float], load0: float, load1: float,
+           floor: str | None, imp: str | None) -> None:
     """The ratios of issue 31, in one block: any later change shows its effect in one run."""
     import platform
 
@@ -515,12 +542,10 @@ def ratios(runs: dict[str, dict], sim_s: float, e2e: dict[str, float], load0: fl
         print(f"| end to end ÷ simulation, the release-130 way (default settings) | "
               f"{runs['serial']['wall'] / sim_s:.2f} | |")
     print(f"| bytes per counter value (everything: runs, indexes, tiers) | {e2e['size'] / e2e['values']:.2f} | |")
-    # h31d (density, issue 31 item 3): the entropy floor figures go here
-    floor = entropy_floor()
-    print(f"| bytes per counter value ÷ entropy floor | {floor or 'not measured here'} | |")
-    # h31i (import and export, issue 31 item 4): import ÷ raw COPY of the same files goes here
-    imp = import_ratio()
-    print(f"| import ÷ raw COPY of the same CSV files | {imp or 'not measured here'} | ≥ 0.5 |")
+    print(f"| bytes per counter value ÷ entropy floor of the runs | {floor or 'not measured (--no-density)'} "
+          "| 0.5 B/value (aim 0.4) |")
+    print(f"| import and export ÷ raw COPY of the same CSV files | {imp or 'not measured (--transfer-hours 0)'} "
+          "| ≥ 0.5 |")
 
 
 if __name__ == "__main__":
