@@ -118,8 +118,9 @@ def anomalies_command(
     seed: Annotated[int, typer.Option(min=0, help="same seed, same schedule")] = 1,
     out_path: Annotated[Path, typer.Option("--out", help="schedule file to write (YAML)")] = Path("anomalies.yaml"),
 ) -> None:
-    """A seeded schedule of anomalies for `measuredb backfill --anomalies` (docs/anomalies.md):
-    the five kinds in turn, whole-hour starts, 1-3 hours each, never two at once."""
+    """A seeded schedule of anomalies for `measuredb backfill --anomalies` (docs/anomalies.md).
+
+    The five kinds in turn, whole-hour starts, 1-3 hours each, never two at once."""
     import datetime as dt
 
     import yaml

@@ -37,11 +37,12 @@ DISTRIBUTED = {"interval_run", "extra_copy", "cpu_hour", "disc_hour", "line_hour
                "userdef_hour", "tmf_hour", "tier_shift", "tier_month", "tier_year", "tier_dirty",
                "month_dirty", "record_tier", "discopen_file_tier", "discopen_open_hours",
                "response_hist", "terminal_hour", "terminal_rollup", "threshold_line",
-               "threshold_rollup", "hour_breach", "hour_shadow", "cpu_trend_day", "shard_route"}
+               "threshold_rollup", "hour_breach", "hour_shadow", "cpu_trend_day", "shard_route", "hour_baseline"}
 REFERENCE = {"system", "entity_type", "counter_def", "tier_entity", "tier_item", "measurement", "entity", "shift", "calendar",
              "calendar_shift", "holiday", "threshold", "system_cpu_type", "retention", "purged",
              "record_tier_type", "record_tier_counter", "breach_basis", "breach_state",
-             "component_map", "report_definition", "structured_record", "install_info"}
+             "component_map", "report_definition", "structured_record", "install_info",
+             "analysis_setting", "baseline_item", "health_indicator"}
 
 
 def load(url: str, tmp: Path, *, condense: bool) -> None:
@@ -111,8 +112,9 @@ def test_the_runner_distributes_by_system_id_colocated_with_reference_catalogue(
     assert on_workers
     assert "Task Count: 1" in routed and "cpu_hour_rows" in routed.split("Task Count: 1", 1)[1], routed
     again = schema.apply(citus)  # idempotent: nothing new, the same layout
-    assert (again.applied, again.distributed, again.reference, again.workers) == ([], 25, 23, 2)
-    assert again.describe() == ("Citus (25 tables distributed by system_id, co-located; 23 reference tables; "
+    assert (again.applied, again.distributed, again.reference, again.workers) == (
+        [], len(DISTRIBUTED), len(REFERENCE), 2) == ([], 26, 26, 2)
+    assert again.describe() == ("Citus (26 tables distributed by system_id, co-located; 26 reference tables; "
                                 "2 workers)")
 
 
