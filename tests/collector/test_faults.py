@@ -131,6 +131,24 @@ c.backfill(until, chunk_us=60_000_000)
 """)
 
 
+def killed_after_progress(proc: subprocess.Popen, url: str, after: int, delay_s: float) -> bool:
+    """SIGKILL proc delay_s after the watermark passed `after` (no handler, no flush); False
+    when it ended first."""
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and (watermark(url) or 0) <= after:
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the collector stored nothing in 10 minutes")
+        time.sleep(0.01)
+    time.sleep(delay_s)
+    if proc.poll() is not None:
+        return False
+    proc.kill()
+    proc.communicate()
+    return True
+
+
 @pytest.mark.parametrize("script", [KILLED_RUN, KILLED_BACKFILL], ids=["backfills", "one-backfill"])
 def test_kill_9_at_random_points_loses_and_duplicates_nothing(reference, fresh_database, tmp_path: Path,
                                                                script: str) -> None:
@@ -139,20 +157,21 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(reference, fresh_d
     rng = np.random.default_rng(20261125)
     args = [sys.executable, "-c", script, url, str(tmp_path), str(EPOCH), str(EPOCH + 30 * MINUTE)]
     marks, kills = [], 0
-    # killed at up to 8 random points, then run to its end without a kill (on a slow or busy
-    # machine every one of the 8 lands before the end: the last run then only resumes)
+    # killed up to 8 times, each a random 0-100 ms after the run stored its next slice (so that
+    # every kill lands mid-run however fast the machine: COPY, condensing, a checkpoint file),
+    # then run to its end without a kill
     for i in range(9):
         proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, _err = proc.communicate(timeout=float(rng.uniform(1.5, 6.0)) if i < 8 else 600.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()                                  # SIGKILL: no handler, no flush
-            proc.communicate()
-            if i == 8:
-                pytest.fail("the collector did not finish in 10 minutes after its kills")
+        if i < 8 and killed_after_progress(proc, url, watermark(url) or 0, float(rng.uniform(0.0, 0.1))):
             kills += 1
             marks.append(watermark(url) or 0)
             continue
+        try:
+            out, _err = proc.communicate(timeout=600.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the collector did not finish in 10 minutes after its kills")
         assert proc.returncode == 0 and b"done" in out, _err.decode()[-2000:]
         break
     assert kills >= 2, "the seed should kill it at least twice"
