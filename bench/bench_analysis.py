@@ -5,9 +5,10 @@ the exceptions report and the health verdict for that day.
     .venv/bin/python bench/bench_analysis.py [--seed 7]
 
 One `measuredb backfill --node ref16 --days 1` into the embedded PostgreSQL under
-.data/bench-analysis (BENCH_REUSE=1 reuses it with this checkout's schema). Four earlier weeks
+.data/bench-analysis-cost (BENCH_REUSE=1 reuses it with this checkout's schema). Four earlier weeks
 of learned values are then stored for it (the day's values shifted back 1-4 weeks, scaled by
-0.9-1.2, as a system in its fifth week has them), so that the analysis reads what it reads in
+1.05, 0.9, 1.1 and 0.95: a steady system in its fifth week, up and down from week to week, so
+no trend is learned), so that the analysis reads what it reads in
 steady state. In the same run, alternately (off, on, off, on):
 1. the whole day marked dirty and condensed (`_measure.condense`: hour tiers, record tiers,
    terminals, shifts, months, years) with `measuredb.analysis = off`, then on; the median of
@@ -39,13 +40,14 @@ warnings.filterwarnings("ignore")
 from core import reports, schema  # noqa: E402
 from core.database import drop_database, ensure_database, start_embedded, with_dbname  # noqa: E402
 
-DATA_DIR = REPO / ".data" / "bench-analysis"
+DATA_DIR = REPO / ".data" / "bench-analysis-cost"  # bench_analysis_truth has .data/bench-analysis
 REUSE = os.environ.get("BENCH_REUSE") == "1"
 ROUNDS = 2
 
 PRIOR_WEEKS = """
 INSERT INTO _measure.hour_baseline (system_id, hour_at, entity, subject, item, value, holiday, weeks)
-SELECT b.system_id, b.hour_at - k * INTERVAL '7 days', b.entity, b.subject, b.item, b.value * (0.8 + 0.1 * k),
+SELECT b.system_id, b.hour_at - k * INTERVAL '7 days', b.entity, b.subject, b.item,
+       b.value * (ARRAY[1.05, 0.9, 1.1, 0.95]::float8[])[k],
        false, 0
   FROM _measure.hour_baseline b, generate_series(1, 4) k
  WHERE b.hour_at >= %(lo)s
@@ -111,7 +113,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
-    server = start_embedded(DATA_DIR / "pg", dbname="postgres")
+    server = start_embedded(DATA_DIR, dbname="postgres")
     try:
         t0 = time.perf_counter()
         url = load(server.admin_url(), args.seed)

@@ -5,7 +5,7 @@ last normal week, `health-verdict` per day of both, and their precision and reca
 truth.
 
     .venv/bin/python bench/bench_analysis_truth.py [--start 2026-10-19] [--weeks 4] [--count 12]
-                                                   [--seed 1986] [--schedule-seed 30]
+                                                   [--seed 1986] [--schedule-seed 30] [--ratios 2,3]
 
 Slow (a 35-day backfill of demo, about half an hour on 2 cores): bench/run.py runs it only by
 name. BENCH_REUSE=1 reuses the database in .data/bench-analysis built by an earlier run with
@@ -14,7 +14,11 @@ or major exception names its entity and subject in an hour of its window, or an 
 maps to is true on its day); on the normal week at most one major exception a day. Precision:
 the share of the anomalous week's exceptions that an anomaly explains (its targets, within an
 hour of its window). Also printed: each anomaly's hour-tier value in its window against the
-same hours of the normal weeks (the raw data shows what the analysis should find).
+same hours of the normal weeks (the raw data shows what the analysis should find). With
+--ratios, the same scores with the queues' ratio (`_measure.baseline_item.ratio`, docs/analysis.md)
+set to each of the given values and to none (judged by difference), every stored hour judged
+again in a transaction that is rolled back: how the choice of the ratio trades recall against
+the normal week's major exceptions.
 """
 
 from __future__ import annotations
@@ -124,6 +128,40 @@ def run_reports(conn: psycopg.Connection, system: str, zone: str, first: dt.date
     return exc, ver, time.perf_counter() - t
 
 
+QUEUES = (("cpu", "qlen"), ("disc", "qlen"), ("process", "pqlen"))
+
+
+def ratios(spec: str | None) -> list[float | None]:
+    if not spec:
+        return []
+    try:
+        return [None, *(float(x) for x in spec.split(","))]
+    except ValueError:
+        sys.exit(f"bench_analysis_truth: --ratios {spec!r}: give numbers above 1 separated by commas, e.g. 2,3")
+
+
+def ratio_scores(conn: psycopg.Connection, system: str, zone: str, anomalous: dt.date,
+                 records: list[dict[str, Any]], ratio: float | None) -> str:
+    """The scores with the queues judged by ``ratio`` (None: by difference), in a transaction
+    that is rolled back."""
+    try:
+        for entity, item in QUEUES:
+            conn.execute("UPDATE _measure.baseline_item SET ratio = %s WHERE entity = %s AND item = %s",
+                         (ratio, entity, item))
+        conn.execute("SELECT _measure.analysis_rejudge(system_id, ARRAY(SELECT DISTINCT hour_at "
+                     "FROM _measure.hour_baseline b WHERE b.system_id = y.system_id)) "
+                     "FROM _measure.system y WHERE system_name = %s", (system,))
+        exc, ver, _ = run_reports(conn, system, zone, anomalous)
+        normal_exc, normal_ver, _ = run_reports(conn, system, zone, anomalous - dt.timedelta(weeks=1))
+    finally:
+        conn.rollback()
+    s = score(records, exc, ver, zone)
+    majors = per_day(normal_exc, zone)
+    return (f"| {'none (difference)' if ratio is None else ratio} | {s.recall:.2f} ({s.recalled}/{s.anomalies}) "
+            f"| {s.precision:.2f} ({s.explained}/{s.exceptions}) | {len(normal_exc)} "
+            f"| {sum(majors.values())}, {max(majors.values(), default=0)} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--start", default="2026-10-19", help="first local day of the history (a Monday)")
@@ -131,6 +169,8 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=12, help="anomalies in the anomalous week")
     ap.add_argument("--seed", type=int, default=1986, help="seed of the node")
     ap.add_argument("--schedule-seed", type=int, default=30, help="seed of the schedule")
+    ap.add_argument("--ratios", help="also score with the queues judged by these ratios and by difference, "
+                                     "e.g. 2,3 (slow: every hour judged again per value)")
     args = ap.parse_args()
     start = dt.date.fromisoformat(args.start)
     anomalous = start + dt.timedelta(weeks=args.weeks)
@@ -162,6 +202,7 @@ def main() -> int:
             return 2
         exc, ver, secs = run_reports(conn, system, zone, anomalous)
         normal_exc, normal_ver, _ = run_reports(conn, system, zone, anomalous - dt.timedelta(weeks=1))
+        sensitivity = [ratio_scores(conn, system, zone, anomalous, records, r) for r in ratios(args.ratios)]
     s = score(records, exc, ver, zone)
     n = score([], normal_exc, normal_ver, zone)
     majors = per_day(normal_exc, zone)
@@ -179,6 +220,10 @@ def main() -> int:
     print(f"| reports' time (2 weeks) | {secs:.2f} s | | |")
     if s.missed:
         print("\nNot recalled: " + "; ".join(s.missed))
+    if sensitivity:
+        print("\nThe queues' ratio (CPU and disc queue length, process receive queue), every hour judged again:\n")
+        print("| ratio | recall | precision | normal week: exceptions | major, most a day |\n|---|---:|---:|---:|---:|")
+        print("\n".join(sensitivity))
     print("\n" + ("targets met" if ok else "TARGETS NOT MET"))
     return 0 if ok else 1
 

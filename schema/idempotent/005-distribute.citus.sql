@@ -60,7 +60,7 @@ DECLARE
     -- on the coordinator only
     v_local text[] := ARRAY[
         'schema_version', 'api_token', 'purge_log', 'collector_state', 'collector_heartbeat',
-        'control_request', 'report_run', 'pack_todo', 'threshold_rebuild_pending'];
+        'control_request', 'report_run', 'pack_todo', 'threshold_rebuild_pending', 'analysis_method'];
     v_name text;
     v_rel regclass;
     v_unplaced text;

@@ -12,16 +12,19 @@
 
 -- ---------------------------------------------------------------- what is learned
 
--- The items with a baseline and the smallest half-width of their minor band, in the item's
--- unit (measure.tier_item; terminal response: seconds). Rows an operator changed are kept.
-INSERT INTO _measure.baseline_item (entity, item, floor) VALUES
-    ('cpu', 'busy', 10), ('cpu', 'qlen', 1),
-    ('disc', 'busy', 10), ('disc', 'qlen', 0.5),
-    ('line', 'read_busy', 10), ('line', 'write_busy', 10), ('line', 'requests', 1), ('line', 'response', 0.5),
-    ('process', 'busy', 10), ('process', 'pqlen', 1),
-    ('terminal', 'response', 0.5),
-    ('userdef', 'value', 1),
-    ('tmf', 'trans', 1), ('tmf', 'lifetime', 0.5)
+-- The items with a baseline, the smallest half-width of their minor band in the item's unit
+-- (measure.tier_item; terminal response: seconds) and, for queues, the smallest ratio of their
+-- band (judged on the logarithm of value + floor, 240-baseline-trend.sql). Rows an operator
+-- changed are kept.
+INSERT INTO _measure.baseline_item (entity, item, floor, ratio) VALUES
+    ('cpu', 'busy', 10, NULL), ('cpu', 'qlen', 1, 2.5),
+    ('disc', 'busy', 10, NULL), ('disc', 'qlen', 0.5, 2.5),
+    ('line', 'read_busy', 10, NULL), ('line', 'write_busy', 10, NULL), ('line', 'requests', 1, NULL),
+    ('line', 'response', 0.5, NULL),
+    ('process', 'busy', 10, NULL), ('process', 'pqlen', 1, 2.5),
+    ('terminal', 'response', 0.5, NULL),
+    ('userdef', 'value', 1, NULL),
+    ('tmf', 'trans', 1, NULL), ('tmf', 'lifetime', 0.5, NULL)
 ON CONFLICT (entity, item) DO NOTHING;
 
 -- A system's settings (no row in _measure.analysis_setting: the defaults of its columns).
@@ -31,17 +34,26 @@ LANGUAGE sql STABLE AS $$
     SELECT coalesce(a.weeks, 4::smallint), coalesce(a.minor, 3), coalesce(a.major, 5), coalesce(a.relative_floor, 0.25)
       FROM (SELECT 1) one LEFT JOIN _measure.analysis_setting a ON a.system_id = p_system
 $$;
-GRANT EXECUTE ON FUNCTION _measure.analysis_settings(smallint) TO measure_writer, measure_api, measure_reader;
+GRANT EXECUTE ON FUNCTION _measure.analysis_settings(smallint) TO measure_writer;
 
 -- The judged baseline rows of the target hours p_targets: their values (p_fresh: from the hour
 -- tiers, _measure.hour_item and _measure.terminal_hour; else as stored), the baseline learned
--- from the stored values of the same local hour 1 … N weeks before that are not holidays
--- (median and MAD, the median absolute deviation), and the verdict:
---   scale     = greatest(1.4826 x MAD, greatest(floor, relative_floor x |median|) / minor)
---   deviation = (value - median) / scale
+-- from the stored values of the same local hour 1 … N weeks before that are not holidays, and
+-- the verdict. Each learned value v, k weeks before, is taken as y = v (an item without a
+-- ratio) or y = ln(v + floor) (with one: a queue, judged by ratio), and then
+--   trend     = the median of the week-over-week changes of y (per week) when y rose every
+--               week learned or fell every week, with three weeks or more; else 0
+--   centre    = the median of y + trend x k (each week carried forward to the hour judged; an
+--               item without a ratio whose learned values are all >= 0 is not carried below 0)
+--   MAD       = the median of |y + trend x k - centre| (median absolute deviation)
+--   scale     = greatest(1.4826 x MAD, greatest(floor, relative_floor x |centre|) / minor)
+--               with a ratio: greatest(1.4826 x MAD, ln(ratio) / minor)
+--   deviation = (value's y - centre) / scale
 --   severity  = 2 (major) beyond major, 1 (minor) beyond minor, else 0; NULL on a holiday or
 --               with no earlier week to learn from
---   band      = median -/+ minor x scale (the minor band)
+--   median    = the centre in the item's unit (with a ratio: exp(centre) - floor), and the band
+--               centre -/+ minor x scale (the minor band) likewise.
+-- With no trend and no ratio this is the median and MAD of the learned values.
 CREATE OR REPLACE FUNCTION _measure.baseline_rows(p_system smallint, p_targets timestamptz[], p_fresh boolean)
 RETURNS SETOF _measure.hour_baseline LANGUAGE sql STABLE
 -- (its CTEs come from arrays the planner cannot count: joined by nested loops, the items of a
@@ -69,39 +81,87 @@ SET enable_nestloop = off SET work_mem = '256MB' AS $$
           FROM _measure.hour_baseline o
          WHERE NOT p_fresh AND o.system_id = p_system AND o.hour_at = ANY (p_targets)),
     lt AS (
-        SELECT t.hour_at AS target, ((t.hour_at AT TIME ZONE s.time_zone) - k * INTERVAL '7 days') AT TIME ZONE s.time_zone AS learn_at
+        SELECT t.hour_at AS target, k,
+               ((t.hour_at AT TIME ZONE s.time_zone) - k * INTERVAL '7 days') AT TIME ZONE s.time_zone AS learn_at
           FROM t, s, generate_series(1, s.weeks) k),
     l AS MATERIALIZED (
-        SELECT lt.target, o.entity, o.subject, o.item, o.value
-          FROM lt JOIN _measure.hour_baseline o ON o.system_id = p_system AND o.hour_at = lt.learn_at
-         WHERE NOT o.holiday),
-    m AS MATERIALIZED (
-        SELECT l.target, l.entity, l.subject, l.item, count(*)::smallint AS weeks,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY l.value) AS median
+        SELECT x.*, (x.y - lag(x.y) OVER w) / (lag(x.k) OVER w - x.k) AS change  -- per week, forward in time
+          FROM (SELECT lt.target, lt.k, o.entity, o.subject, o.item,
+                       CASE WHEN b.ratio IS NULL THEN o.value ELSE ln(greatest(o.value, 0) + b.floor) END AS y
+                  FROM lt JOIN _measure.hour_baseline o ON o.system_id = p_system AND o.hour_at = lt.learn_at
+                  JOIN _measure.baseline_item b ON b.entity = o.entity AND b.item = o.item
+                 WHERE NOT o.holiday) x
+        WINDOW w AS (PARTITION BY x.target, x.entity, x.subject, x.item ORDER BY x.k DESC)),
+    tr AS MATERIALIZED (
+        SELECT l.target, l.entity, l.subject, l.item, count(*)::smallint AS weeks, min(l.y) AS low,
+               CASE WHEN count(l.change) >= 2 AND (count(l.change) = count(*) FILTER (WHERE l.change > 0)
+                                                   OR count(l.change) = count(*) FILTER (WHERE l.change < 0))
+                    THEN percentile_cont(0.5) WITHIN GROUP (ORDER BY l.change) ELSE 0 END AS trend
           FROM l GROUP BY l.target, l.entity, l.subject, l.item),
+    m AS MATERIALIZED (
+        SELECT l.target, l.entity, l.subject, l.item, tr.weeks, tr.low, tr.trend,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY l.y + tr.trend * l.k) AS centre
+          FROM l JOIN tr USING (target, entity, subject, item)
+         GROUP BY l.target, l.entity, l.subject, l.item, tr.weeks, tr.low, tr.trend),
     d AS (
-        SELECT l.target, l.entity, l.subject, l.item, m.weeks, m.median,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(l.value - m.median)) AS mad
+        SELECT l.target, l.entity, l.subject, l.item, m.weeks, m.low, m.centre,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(l.y + m.trend * l.k - m.centre)) AS mad
           FROM l JOIN m USING (target, entity, subject, item)
-         GROUP BY l.target, l.entity, l.subject, l.item, m.weeks, m.median),
+         GROUP BY l.target, l.entity, l.subject, l.item, m.weeks, m.low, m.centre),
     j AS (
-        SELECT c.*, t.holiday, coalesce(d.weeks, 0::smallint) AS weeks, d.median,
-               greatest(1.4826 * d.mad, greatest(b.floor, s.relative_floor * abs(d.median)) / s.minor) AS scale,
-               s.minor, s.major
+        SELECT c.*, t.holiday, coalesce(d.weeks, 0::smallint) AS weeks, b.floor, b.ratio,
+               CASE WHEN b.ratio IS NULL THEN c.value ELSE ln(greatest(c.value, 0) + b.floor) END AS y,
+               CASE WHEN b.ratio IS NULL AND d.low >= 0 THEN greatest(d.centre, 0) ELSE d.centre END AS centre,
+               d.mad, s.minor, s.major, s.relative_floor
           FROM cur c
           JOIN t ON t.hour_at = c.hour_at
           JOIN _measure.baseline_item b ON b.entity = c.entity AND b.item = c.item
           CROSS JOIN s
-          LEFT JOIN d ON d.target = c.hour_at AND d.entity = c.entity AND d.subject = c.subject AND d.item = c.item)
-    SELECT p_system, j.hour_at, j.entity, j.subject, j.item, j.value, j.holiday, j.weeks, j.median,
-           j.median - j.minor * j.scale, j.median + j.minor * j.scale, (j.value - j.median) / j.scale,
-           CASE WHEN j.holiday OR j.median IS NULL THEN NULL
-                WHEN abs(j.value - j.median) > j.major * j.scale THEN 2
-                WHEN abs(j.value - j.median) > j.minor * j.scale THEN 1
+          LEFT JOIN d ON d.target = c.hour_at AND d.entity = c.entity AND d.subject = c.subject AND d.item = c.item),
+    v AS (
+        SELECT j.*,
+               CASE WHEN j.ratio IS NULL
+                    THEN greatest(1.4826 * j.mad, greatest(j.floor, j.relative_floor * abs(j.centre)) / j.minor)
+                    ELSE greatest(1.4826 * j.mad, ln(j.ratio) / j.minor) END AS scale
+          FROM j)
+    SELECT p_system, v.hour_at, v.entity, v.subject, v.item, v.value, v.holiday, v.weeks,
+           CASE WHEN v.ratio IS NULL THEN v.centre ELSE exp(v.centre) - v.floor END,
+           CASE WHEN v.ratio IS NULL THEN v.centre - v.minor * v.scale ELSE exp(v.centre - v.minor * v.scale) - v.floor END,
+           CASE WHEN v.ratio IS NULL THEN v.centre + v.minor * v.scale ELSE exp(v.centre + v.minor * v.scale) - v.floor END,
+           (v.y - v.centre) / v.scale,
+           CASE WHEN v.holiday OR v.centre IS NULL THEN NULL
+                WHEN abs(v.y - v.centre) > v.major * v.scale THEN 2
+                WHEN abs(v.y - v.centre) > v.minor * v.scale THEN 1
                 ELSE 0 END::smallint
-      FROM j
+      FROM v
 $$;
 GRANT EXECUTE ON FUNCTION _measure.baseline_rows(smallint, timestamptz[], boolean) TO measure_writer;
+
+-- Judge the stored hours p_hours again (their values as stored; what they learned from may
+-- have changed), a few days at a time; returns the rows judged.
+CREATE OR REPLACE FUNCTION _measure.analysis_rejudge(p_system smallint, p_hours timestamptz[])
+RETURNS integer LANGUAGE plpgsql SET work_mem = '256MB' AS $$
+DECLARE
+    v_part timestamptz[];
+    v_rows integer := 0;
+    v_n integer;
+BEGIN
+    FOR v_part IN
+        SELECT array_agg(h ORDER BY h) FROM (SELECT DISTINCT h FROM unnest(p_hours) h) x
+         GROUP BY floor(extract(epoch FROM x.h) / (6 * 86400)) ORDER BY 1 LOOP
+        UPDATE _measure.hour_baseline o
+           SET weeks = r.weeks, median = r.median, band_low = r.band_low, band_high = r.band_high,
+               deviation = r.deviation, severity = r.severity
+          FROM _measure.baseline_rows(p_system, v_part, false) r
+         WHERE o.system_id = p_system AND o.hour_at = r.hour_at AND o.entity = r.entity
+           AND o.subject = r.subject AND o.item = r.item;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_rows := v_rows + v_n;
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_rejudge(smallint, timestamptz[]) TO measure_writer;
 
 -- Store and judge the given (just condensed) hours, a few days at a time in time order (an
 -- hour learns from the stored hours a week and more before it, which may be in the same call:
@@ -140,14 +200,7 @@ BEGIN
                       generate_series(1, a.weeks) k
                 WHERE y.system_id = p_system))
            AND NOT b.hour_at = ANY (p_hours));
-    IF cardinality(v_later) > 0 THEN
-        UPDATE _measure.hour_baseline o
-           SET weeks = r.weeks, median = r.median, band_low = r.band_low, band_high = r.band_high,
-               deviation = r.deviation, severity = r.severity
-          FROM _measure.baseline_rows(p_system, v_later, false) r
-         WHERE o.system_id = p_system AND o.hour_at = r.hour_at AND o.entity = r.entity
-           AND o.subject = r.subject AND o.item = r.item;
-    END IF;
+    PERFORM _measure.analysis_rejudge(p_system, v_later);
     RETURN v_rows;
 END
 $$;
@@ -176,6 +229,27 @@ BEGIN
     END LOOP;
 END
 $backfill$;
+
+-- Verdicts stored by an earlier judging method (_measure.analysis_method; 2: trend and ratios,
+-- 240-baseline-trend.sql): every stored hour judged again, once; returns the rows judged.
+CREATE OR REPLACE FUNCTION _measure.analysis_upgrade()
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_sys smallint;
+    v_rows integer := 0;
+BEGIN
+    IF (SELECT version FROM _measure.analysis_method) >= 2 THEN
+        RETURN 0;
+    END IF;
+    FOR v_sys IN SELECT DISTINCT system_id FROM _measure.hour_baseline LOOP
+        v_rows := v_rows + _measure.analysis_rejudge(v_sys, ARRAY(
+            SELECT DISTINCT hour_at FROM _measure.hour_baseline WHERE system_id = v_sys));
+    END LOOP;
+    UPDATE _measure.analysis_method SET version = 2;
+    RETURN v_rows;
+END
+$$;
+SELECT _measure.analysis_upgrade();
 
 -- The name a report shows for a subject of _measure.hour_item: a CPU number, a volume, a line's
 -- name, a process's name (CPU,PIN when it has none), a terminal (line.subdevice), a user

@@ -14,7 +14,9 @@ CPUs count 40 disc I/Os per transaction.
 
 from __future__ import annotations
 
+import math
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -201,3 +203,97 @@ def test_fewer_earlier_weeks_than_the_setting_are_said(sys_id, conn) -> None:
     assert note(FIRST + timedelta(days=7)) == ("NO EXCEPTIONS (7 hour(s) judged, baselines learned from 1 to 1 "
                                                "of 4 earlier weeks)")
     assert reports.no_baseline(conn, "threshold", {"system": SYSTEM}) is None
+
+
+# ---------------------------------------------------------------- growth and queues
+# \GRO (Asia/Tokyo), the same hour 10:00-11:00 every day of the same 35 days. CPU 0 grows 10
+# points a week (20, 30, 40, 50 % in weeks 0-3, 60 % in week 4) except on the Monday of week 4,
+# 2024-04-29, when it falls back to 30 %. CPU 1 is 20 % busy with a ready queue of 1 every day
+# except Tuesday 2024-04-30 (5) and Wednesday 2024-05-01 (9) and Monday 2024-04-29 (3).
+GROWTH = "\\GRO"
+QUEUE = {date(2024, 4, 29): 3, date(2024, 4, 30): 5, date(2024, 5, 1): 9}
+
+
+def load_growth(conn: psycopg.Connection) -> int:
+    conn.execute("SELECT _measure.system_add(%s, 19, 'Asia/Tokyo', 'C30', '[{\"cpu\": null, \"cpu_type\": \"VLX\"}]')",
+                 (GROWTH,))
+    sys_id = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (GROWTH,)).fetchone()[0]
+    meas = conn.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) "
+                        "VALUES (%s, 'GROWTH', '{}', 'stopped') RETURNING measurement_id", (sys_id,)).fetchone()[0]
+    cpu = CAT.entity("cpu")
+    start = hour_of(FIRST)
+    with conn.cursor() as cur:
+        for n in (0, 1):
+            ent = cur.execute("INSERT INTO _measure.entity (system_id, type_code, key, ids, cpu, first_seen_at) "
+                              "VALUES (%s, %s, %s, %s, %s, %s) RETURNING entity_id",
+                              (sys_id, cpu.code, f"cpu={n}", f'{{"cpu": {n}}}', n, start)).fetchone()[0]
+            for k in range(DAYS):
+                day = FIRST + timedelta(days=k)
+                counters = [0] * len(cpu.counters)
+                if n == 0:
+                    busy = 30 if day == date(2024, 4, 29) else 20 + 10 * (k // 7)
+                else:
+                    busy = 20
+                    counters[cpu.index("cpu_qtime")] = QUEUE.get(day, 1) * 3600 * M
+                counters[cpu.index("cpu_busy_time")] = busy * 36 * M
+                at = hour_of(day)
+                cur.execute("INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, "
+                            "to_at, delta_us, closing_kind, system_id, type_code, cpu, counters) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, %s, %s)",
+                            (meas, ent, start, at, at + timedelta(hours=1), 3600 * M, sys_id, cpu.code, n, counters))
+                cur.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (sys_id, at, at))
+    assert conn.execute("SELECT _measure.condense(%s::smallint)", (sys_id,)).fetchone() == (DAYS,)
+    return sys_id
+
+
+def growth_exceptions(conn) -> list[tuple]:
+    rows = reports.run_report(conn, "exceptions", system=GROWTH, from_at=hour_of(FIRST),
+                              to_at=hour_of(FIRST + timedelta(days=DAYS)))
+    return [(str(r["local_hour"]), r["subject"], r["item"], r["value"], round(r["baseline"], 9),
+             round(r["band_low"], 9), round(r["band_high"], 9), round(r["deviation"], 9), r["severity"],
+             r["direction"], r["weeks"]) for r in rows]
+
+
+def test_the_baseline_follows_growth_and_judges_queues_by_ratio(conn) -> None:
+    sys_id = load_growth(conn)
+    ln = math.log
+    q = ln(2.5) / 3  # the scale of a queue with no spread: a minor band of x 2.5 on (queue + floor 1)
+    assert growth_exceptions(conn) == [
+        # CPU 0 learns 20, 30, 40, 50: changes 10, 10, 10 a week, so the baseline is 60 (the
+        # median of the weeks would be 35, and 30 % within its band), scale max(10, 0.25 x 60) / 3
+        # = 5: 30 is 6 scales below
+        ("2024-04-29 10:00:00", "0", "busy", 30.0, 60.0, 45.0, 75.0, -6.0, "major", "below", 4),
+        # CPU 1's queue of 1, ln(1 + 1) on the log scale: the band is 2 / 2.5 - 1 to 2 x 2.5 - 1.
+        # 3 is within it (judged by its difference, as before 240, it was 2 / (1 / 3) = 6 scales
+        # above: major); 5 is ln(6 / 2) / q above, 9 ln(10 / 2) / q
+        ("2024-04-30 10:00:00", "1", "qlen", 5.0, 1.0, -0.2, 4.0, round(ln(3) / q, 9), "minor", "above", 4),
+        ("2024-05-01 10:00:00", "1", "qlen", 9.0, 1.0, -0.2, 4.0, round(ln(5) / q, 9), "major", "above", 4),
+    ]
+    # weeks 1-3 of CPU 0: 30 against 20 (one week learned, no trend: 3 scales, not beyond), 40
+    # against 25 +/- MAD 5 (two weeks: no trend yet), 50 against the trend 50 (three weeks)
+    assert conn.execute(
+        "SELECT array_agg(round(median::numeric, 6) ORDER BY hour_at), array_agg(severity ORDER BY hour_at) "
+        "FROM _measure.hour_baseline WHERE system_id = %s AND entity = 'cpu' AND subject = '0' AND item = 'busy' "
+        "AND hour_at IN (%s, %s, %s)",
+        (sys_id, hour_of(date(2024, 4, 8)), hour_of(date(2024, 4, 15)), hour_of(date(2024, 4, 22)))).fetchone() == (
+        [Decimal(20), Decimal(25), Decimal(50)], [0, 0, 0])
+
+
+def test_stored_verdicts_are_judged_again_by_the_current_method(conn) -> None:
+    sys_id = load_growth(conn)
+    before = growth_exceptions(conn)
+    spoil = "UPDATE _measure.hour_baseline SET severity = 0, median = 0 WHERE system_id = %s"
+    conn.execute(spoil, (sys_id,))
+    assert growth_exceptions(conn) == []
+    judged = conn.execute("SELECT _measure.analysis_rejudge(%s::smallint, ARRAY(SELECT DISTINCT hour_at "
+                          "FROM _measure.hour_baseline WHERE system_id = %s))", (sys_id, sys_id)).fetchone()[0]
+    assert judged == 4 * DAYS  # busy and queue of 2 CPUs, every hour
+    assert growth_exceptions(conn) == before
+    # `measuredb schema apply` (060-analysis.sql) judges the stored hours again once when their
+    # verdicts were made by an earlier method (_measure.analysis_method, 240-baseline-trend.sql)
+    assert conn.execute("SELECT _measure.analysis_upgrade()").fetchone() == (0,)
+    conn.execute(spoil, (sys_id,))
+    conn.execute("UPDATE _measure.analysis_method SET version = 1")
+    assert conn.execute("SELECT _measure.analysis_upgrade()").fetchone()[0] >= 4 * DAYS
+    assert growth_exceptions(conn) == before
+    assert conn.execute("SELECT version FROM _measure.analysis_method").fetchone() == (2,)
