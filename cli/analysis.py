@@ -83,8 +83,10 @@ def describe_rejudged(result: dict[str, Any]) -> str:
 
 @analysis_app.command("show")
 def analysis_show(system: SYSTEM_ARG, output: FormatOption = "text") -> None:
-    """A system's settings with their defaults, and the floors and indicators every system takes
-    (csv: the settings; json: all, as GET /admin/systems/{system}/analysis answers)."""
+    """A system's settings with their defaults, and the floors and indicators every system takes.
+
+    csv: the settings; json: all of it, as GET /admin/systems/{system}/analysis answers.
+    """
     def go() -> None:
         check_format(output)
         with connection() as conn:
