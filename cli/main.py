@@ -5,6 +5,7 @@
     measuredb report NAME …  |  report schedule …           cli/report.py
     measuredb import FILE …  |  export …                    cli/io.py
     measuredb system …  |  calendar …  |  threshold …       cli/system.py, calendar.py, threshold.py
+    measuredb analysis show|set|reset|floor|indicator       cli/analysis.py
     measuredb component …                                   cli/component.py
     measuredb retention show|set|run|log                    cli/retention.py
     measuredb token create|list|revoke                      cli/token.py
@@ -20,6 +21,7 @@ from __future__ import annotations
 import typer
 
 from cli import io, services
+from cli.analysis import analysis_app
 from cli.calendar import calendar_app
 from cli.component import component_app
 from cli.node import node_app
@@ -41,6 +43,7 @@ app.add_typer(report_app, name="report")
 app.add_typer(system_app, name="system")
 app.add_typer(calendar_app, name="calendar")
 app.add_typer(threshold_app, name="threshold")
+app.add_typer(analysis_app, name="analysis")
 app.add_typer(component_app, name="component")
 app.add_typer(retention_app, name="retention")
 app.add_typer(token_app, name="token")

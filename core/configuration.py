@@ -1,15 +1,19 @@
 """The platform's configuration: systems, calendars (shifts per weekday, calendar versions,
-holidays), thresholds and the process-to-component map; and all of it for some systems as one
-document, out and in (export_configuration, import_configuration).
+holidays), thresholds, the automatic analysis's settings and the process-to-component map;
+and all of it for some systems as one document, out and in (export_configuration,
+import_configuration).
 
 One function per operation, called by the command line (`measuredb system | calendar |
-threshold`, cli/) and the API (/admin/systems, /admin/thresholds, api/configuration/). Each
-calls the SECURITY DEFINER functions measure.config_* of schema/idempotent/050-config.sql in the
-caller's transaction (one statement, so nothing is half applied) and returns what they answer:
-rows as dicts, changes as the JSON the functions build (what was recondensed or re-evaluated).
+threshold | analysis`, cli/) and the API (/admin/systems, /admin/thresholds,
+/admin/systems/{system}/analysis, /admin/analysis, api/configuration/). Each calls the
+SECURITY DEFINER functions measure.config_* of schema/idempotent/050-config.sql in the caller's
+transaction (one statement, so nothing is half applied) and returns what they answer: rows as
+dicts, changes as the JSON the functions build (what was recondensed, re-evaluated or judged
+again).
 A caller's mistake is a :class:`core.errors.ServiceError` whose field is the SQL functions'
 name for it (name, number, time_zone, os_version, cpu_types, effective_from, shifts[i].begin,
-holiday_shift, system, day, entity, item, operator, limit, shift …).
+holiday_shift, system, day, entity, item, operator, limit, shift, weeks, minor, major,
+relative_floor, floor, indicator, weight …).
 """
 
 from __future__ import annotations
@@ -121,6 +125,42 @@ def remove_threshold(conn: psycopg.Connection, *, system: str | None, entity: st
     """Remove a threshold (of a system: its default holds again): {removed, reevaluated}."""
     return _value(conn, "SELECT measure.config_threshold_remove(%s, %s, %s, %s, %s)",
                   (system, entity, item, operator, shift))
+
+
+# ---------------------------------------------------------------- analysis settings
+
+def analysis(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+    """A system's analysis settings (weeks, minor, major, relative_floor), each with its default
+    and source ('system' or 'default'), and the baseline items' floors and the health verdict's
+    indicators every system takes: {system, settings, floors, indicators}."""
+    return _value(conn, "SELECT measure.config_analysis_show(%s)", (name,))
+
+
+def set_analysis(conn: psycopg.Connection, name: str, *, weeks: int | None = None, minor: float | None = None,
+                 major: float | None = None, relative_floor: float | None = None) -> dict[str, Any]:
+    """Change some of a system's settings (None: as it is); its baselines are rebuilt in this
+    transaction when what they learn changed: {system, settings, floors, indicators, rejudged:
+    {systems, hours, rows}}."""
+    return _value(conn, "SELECT measure.config_analysis_set(%s, %s, %s, %s, %s)",
+                  (name, weeks, minor, major, relative_floor))
+
+
+def reset_analysis(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+    """A system's settings back to the defaults (as :func:`set_analysis` answers)."""
+    return _value(conn, "SELECT measure.config_analysis_reset(%s)", (name,))
+
+
+def set_analysis_floor(conn: psycopg.Connection, entity: str, item: str, floor: float) -> dict[str, Any]:
+    """The floor of a baseline item (every system's; rebuilds every system's baselines when it
+    changed): {floor: {entity, item, floor}, rejudged}."""
+    return _value(conn, "SELECT measure.config_analysis_floor_set(%s, %s, %s)", (entity, item, floor))
+
+
+def set_analysis_indicator(conn: psycopg.Connection, indicator: str, *, limit: float | None = None,
+                           weight: int | None = None) -> dict[str, Any]:
+    """The limit and weight of a health-verdict indicator (None: as it is; the weights add up to
+    at most 100): {indicator: {indicator, limit, weight, symptom}, weights}."""
+    return _value(conn, "SELECT measure.config_analysis_indicator_set(%s, %s, %s)", (indicator, limit, weight))
 
 
 # ---------------------------------------------------------------- components

@@ -1,5 +1,6 @@
-"""/admin/systems, /admin/thresholds and /admin/components: the platform's configuration for admin tokens (measuredb
-token create NAME --scope admin); the same as `measuredb system | calendar | threshold`.
+"""/admin/systems, /admin/thresholds, /admin/components and the analysis settings: the platform's configuration for
+admin tokens (measuredb token create NAME --scope admin); the same as `measuredb system | calendar | threshold |
+analysis`.
 
 Systems (name, Expand node number, time zone, OS version, CPU types); per system its calendar:
 shifts per ISO weekday (a shift whose end is not after its begin crosses midnight and belongs to
@@ -8,7 +9,9 @@ the version's holiday shift, or to no shift); thresholds per entity type, item (
 measure.<entity>_hour, as the ENFORM threshold report reads it) and shift. Every write is one
 transaction: bad input is 422 naming the field and applies nothing; a change of past shifts
 recondenses exactly the shift days it alters and says how many (`recondensed`); a threshold
-change re-resolves the stored violations it affects and says how many hours (`reevaluated`).
+change re-resolves the stored violations it affects and says how many hours (`reevaluated`); a
+change of what the automatic analysis learns (a system's weeks and bands, an item's floor)
+rebuilds the baselines it touches and says how many hours were judged again (`rejudged`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from fastapi import APIRouter, Body, Path, Query
 from api.auth import AdminToken
 from api.configuration import service
 from api.configuration.schemas import (
+    AnalysisChange,
+    AnalysisRead,
+    AnalysisWrite,
     CalendarChange,
     CalendarRead,
     CalendarVersionWrite,
@@ -29,8 +35,12 @@ from api.configuration.schemas import (
     ComponentStored,
     ComponentWrite,
     Entity,
+    FloorChange,
+    FloorWrite,
     HolidayChange,
     HolidayWrite,
+    IndicatorChange,
+    IndicatorWrite,
     MatchOn,
     Operator,
     SystemChange,
@@ -124,6 +134,48 @@ def put_holiday(session: SessionDep, _: AdminToken, system: SystemName, day: Ann
 def delete_holiday(session: SessionDep, _: AdminToken, system: SystemName,
                    day: Annotated[date, Path()]) -> HolidayChange:
     return service.remove_holiday(session, system, day)
+
+
+@router.get("/systems/{system}/analysis", response_model=AnalysisRead,
+            summary="A system's settings of the automatic analysis (with their defaults), the item floors and "
+                    "the health indicators",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def get_analysis(session: SessionDep, _: AdminToken, system: SystemName) -> AnalysisRead:
+    return service.analysis(session, system)
+
+
+@router.put("/systems/{system}/analysis", response_model=AnalysisChange,
+            summary="Change some of a system's analysis settings (rebuilds its baselines: the hours judged again)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def put_analysis(session: SessionDep, _: AdminToken, system: SystemName,
+                 body: Annotated[AnalysisWrite, Body()]) -> AnalysisChange:
+    return service.set_analysis(session, system, body)
+
+
+@router.delete("/systems/{system}/analysis", response_model=AnalysisChange,
+               summary="A system's analysis settings back to the defaults (rebuilds its baselines)",
+               responses=responses(*ADMIN_ERRORS, InvalidInput, NotFound))
+def delete_analysis(session: SessionDep, _: AdminToken, system: SystemName) -> AnalysisChange:
+    return service.reset_analysis(session, system)
+
+
+@router.put("/analysis/floors/{entity}/{item}", response_model=FloorChange,
+            summary="Set a baseline item's floor, every system's (rebuilds every system's baselines)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput))
+def put_analysis_floor(session: SessionDep, _: AdminToken,
+                       entity: Annotated[str, Path(max_length=32, examples=["cpu"])],
+                       item: Annotated[str, Path(max_length=63, examples=["busy"])],
+                       body: Annotated[FloorWrite, Body()]) -> FloorChange:
+    return service.set_analysis_floor(session, entity, item, body.floor)
+
+
+@router.put("/analysis/indicators/{indicator}", response_model=IndicatorChange,
+            summary="Set a health indicator's limit or weight, every system's (the verdict reads them when it runs)",
+            responses=responses(*ADMIN_ERRORS, InvalidInput))
+def put_analysis_indicator(session: SessionDep, _: AdminToken,
+                           indicator: Annotated[str, Path(max_length=63, examples=["cpu_over_utilised"])],
+                           body: Annotated[IndicatorWrite, Body()]) -> IndicatorChange:
+    return service.set_analysis_indicator(session, indicator, body)
 
 
 @router.get("/thresholds", response_model=ThresholdPage,

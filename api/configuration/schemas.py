@@ -1,4 +1,4 @@
-"""Bodies and answers of /admin/systems and /admin/thresholds (api/configuration/router.py)."""
+"""Bodies and answers of /admin/systems, /admin/thresholds and the analysis settings (api/configuration/router.py)."""
 
 from __future__ import annotations
 
@@ -285,3 +285,92 @@ class ComponentKey(BaseModel):
     system: str | None
     match_on: MatchOn
     pattern: str
+
+
+# ---------------------------------------------------------------- analysis settings
+
+class AnalysisSetting(BaseModel):
+    setting: Literal["weeks", "minor", "major", "relative_floor"] = Field(
+        description="weeks: the earlier weeks a baseline learns from; minor, major: the bands in robust standard "
+                    "deviations; relative_floor: the smallest band as a share of the median")
+    value: float
+    default: float
+    source: Literal["system", "default"] = Field(description="system: its own value; default: the default's")
+
+
+class BaselineFloor(BaseModel):
+    entity: str = Field(examples=["cpu"])
+    item: str = Field(examples=["busy"])
+    floor: float = Field(description="the smallest half-width of the minor band, in the item's unit")
+
+
+class HealthIndicator(BaseModel):
+    indicator: str = Field(examples=["cpu_over_utilised"])
+    limit: float
+    weight: int = Field(description="subtracted from 100 in the score when the problem is present")
+    symptom: str
+
+
+class AnalysisRead(BaseModel):
+    """A system's settings of the automatic analysis (docs/analysis.md), and the baseline items'
+    floors and the health verdict's indicators every system takes."""
+
+    system: str = Field(examples=["\\DEMO"])
+    settings: list[AnalysisSetting]
+    floors: list[BaselineFloor]
+    indicators: list[HealthIndicator]
+
+
+class Rejudged(BaseModel):
+    """The baselines rebuilt in the same transaction: the systems, their stored hours judged
+    again and the rows stored (all 0: what the baselines learn did not change)."""
+
+    systems: int
+    hours: int
+    rows: int
+
+
+class AnalysisChange(AnalysisRead):
+    rejudged: Rejudged
+
+
+class AnalysisWrite(BaseModel):
+    """The settings to change; those left out stay."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    weeks: Annotated[int, *json_range(1, 52)] | None = Field(default=None, description="the earlier weeks a "
+                                                                                      "baseline learns from")
+    minor: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="the minor band, in robust "
+                                                                                     "standard deviations")
+    major: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="the major band (above the "
+                                                                                     "minor)")
+    relative_floor: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                         description="the smallest band as a share of the median")
+
+
+class FloorWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    floor: float = Field(gt=0, allow_inf_nan=False, description="in the item's unit", examples=[10])
+
+
+class FloorChange(BaseModel):
+    floor: BaselineFloor
+    rejudged: Rejudged
+
+
+class IndicatorWrite(BaseModel):
+    """The limit, the weight or both (null or left out: as it is)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    limit: float | None = Field(default=None, ge=0, allow_inf_nan=False, examples=[70])
+    weight: Annotated[int, *json_range(0, 100)] | None = Field(default=None, description="the weights of all "
+                                                                                        "indicators add up to at "
+                                                                                        "most 100")
+
+
+class IndicatorChange(BaseModel):
+    indicator: HealthIndicator
+    weights: int = Field(description="the sum of all indicators' weights")

@@ -1,5 +1,5 @@
 """Configuration for admin tokens: the functions of core/configuration.py (the same as
-`measuredb system | calendar | threshold`) in the request's transaction, their answers as the
+`measuredb system | calendar | threshold | analysis`) in the request's transaction, their answers as the
 API's shapes; their errors (core.errors, naming the field) reach the client through
 api/errors.py."""
 
@@ -12,6 +12,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from api.configuration.schemas import (
+    AnalysisChange,
+    AnalysisRead,
+    AnalysisWrite,
     CalendarChange,
     CalendarRead,
     CalendarVersionWrite,
@@ -20,7 +23,10 @@ from api.configuration.schemas import (
     ComponentRead,
     ComponentStored,
     ComponentWrite,
+    FloorChange,
     HolidayChange,
+    IndicatorChange,
+    IndicatorWrite,
     SystemChange,
     SystemCreate,
     SystemPage,
@@ -124,3 +130,27 @@ def set_component(session: Session, body: ComponentWrite) -> ComponentStored:
 def remove_component(session: Session, name: str | None, match_on: str, pattern: str) -> ComponentKey:
     return ComponentKey.model_validate(configuration.remove_component(
         psycopg_connection(session), system=name, match_on=match_on, pattern=pattern))
+
+
+def analysis(session: Session, name: str) -> AnalysisRead:
+    return AnalysisRead.model_validate(configuration.analysis(psycopg_connection(session), name))
+
+
+def set_analysis(session: Session, name: str, body: AnalysisWrite) -> AnalysisChange:
+    return AnalysisChange.model_validate(configuration.set_analysis(
+        psycopg_connection(session), name, weeks=body.weeks, minor=body.minor, major=body.major,
+        relative_floor=body.relative_floor))
+
+
+def reset_analysis(session: Session, name: str) -> AnalysisChange:
+    return AnalysisChange.model_validate(configuration.reset_analysis(psycopg_connection(session), name))
+
+
+def set_analysis_floor(session: Session, entity: str, item: str, floor: float) -> FloorChange:
+    return FloorChange.model_validate(configuration.set_analysis_floor(psycopg_connection(session), entity, item,
+                                                                       floor))
+
+
+def set_analysis_indicator(session: Session, indicator: str, body: IndicatorWrite) -> IndicatorChange:
+    return IndicatorChange.model_validate(configuration.set_analysis_indicator(
+        psycopg_connection(session), indicator, limit=body.limit, weight=body.weight))

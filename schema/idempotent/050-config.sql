@@ -883,6 +883,235 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.threshold_remove(text, text, text, text, integer) TO measure_writer;
 
+-- ---------------------------------------------------------------- analysis settings
+
+-- The settings of the automatic analysis (schema/230-analysis.sql, 060-analysis.sql,
+-- docs/analysis.md "Settings and switches"): per system the weeks learned, the minor and major
+-- bands and the relative floor (no row in _measure.analysis_setting: the defaults,
+-- _measure.analysis_settings(NULL)); per baseline item its floor and per indicator of the
+-- health verdict its limit and weight (every system's). A change of what the baselines learn
+-- rebuilds the baselines it touches in the same transaction (_measure.analysis_rebuild, with
+-- condensing locked out as threshold edits do) and says how many hours were judged again;
+-- the verdict reads the indicators when it runs, so their change recomputes nothing stored.
+
+-- (plpgsql: _measure.analysis_settings comes later, in 060-analysis.sql)
+CREATE OR REPLACE FUNCTION _measure.analysis_config_json(p_system smallint)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'system', (SELECT s.system_name FROM _measure.system s WHERE s.system_id = p_system),
+        'settings', jsonb_build_array(
+            jsonb_build_object('setting', 'weeks', 'value', a.weeks, 'default', d.weeks,
+                               'source', CASE WHEN a.weeks = d.weeks THEN 'default' ELSE 'system' END),
+            jsonb_build_object('setting', 'minor', 'value', a.minor, 'default', d.minor,
+                               'source', CASE WHEN a.minor = d.minor THEN 'default' ELSE 'system' END),
+            jsonb_build_object('setting', 'major', 'value', a.major, 'default', d.major,
+                               'source', CASE WHEN a.major = d.major THEN 'default' ELSE 'system' END),
+            jsonb_build_object('setting', 'relative_floor', 'value', a.relative_floor, 'default', d.relative_floor,
+                               'source', CASE WHEN a.relative_floor = d.relative_floor THEN 'default' ELSE 'system' END)),
+        'floors', (SELECT coalesce(jsonb_agg(jsonb_build_object('entity', b.entity, 'item', b.item, 'floor', b.floor)
+                                             ORDER BY b.entity, b.item), '[]'::jsonb)
+                     FROM _measure.baseline_item b),
+        'indicators', (SELECT coalesce(jsonb_agg(jsonb_build_object('indicator', h.indicator, 'limit', h.limit_value,
+                                                                    'weight', h.weight, 'symptom', h.symptom)
+                                                 ORDER BY h.ord), '[]'::jsonb)
+                         FROM _measure.health_indicator h))
+      FROM _measure.analysis_settings(p_system) a, _measure.analysis_settings(NULL::smallint) d);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_config_json(smallint) TO measure_writer;
+
+-- A system's settings, each with its default and source ('system': its own, 'default'), and
+-- the floors and indicators every system takes.
+CREATE OR REPLACE FUNCTION _measure.analysis_show(p_system text)
+RETURNS jsonb LANGUAGE sql STABLE
+RETURN _measure.analysis_config_json(_measure.config_system(p_system));
+GRANT EXECUTE ON FUNCTION _measure.analysis_show(text) TO measure_writer;
+
+-- Judge every kept hour of the systems again (all with p_system NULL), condensing locked out:
+-- {systems, hours (judged again), rows}.
+CREATE OR REPLACE FUNCTION _measure.analysis_settings_changed(p_system smallint)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_sys smallint;
+    v_systems integer := 0;
+    v_hours bigint := 0;
+    v_rows bigint := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(1296385364);  -- 'MEBT', as threshold and calendar edits: condensing waits
+    FOR v_sys IN SELECT s.system_id FROM _measure.system s
+                  WHERE (p_system IS NULL OR s.system_id = p_system)
+                    AND EXISTS (SELECT 1 FROM _measure.cpu_hour h WHERE h.system_id = s.system_id)
+                  ORDER BY 1 LOOP
+        v_rows := v_rows + _measure.analysis_rebuild(v_sys);  -- 060-analysis.sql
+        v_systems := v_systems + 1;
+        v_hours := v_hours + (SELECT count(DISTINCT b.hour_at) FROM _measure.hour_baseline b
+                               WHERE b.system_id = v_sys AND b.severity IS NOT NULL);
+    END LOOP;
+    RETURN jsonb_build_object('systems', v_systems, 'hours', v_hours, 'rows', v_rows);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_settings_changed(smallint) TO measure_writer;
+
+-- A number a setting takes: finite, and above p_above (or at least p_least); p_rule says which.
+CREATE OR REPLACE FUNCTION _measure.config_number(p_field text, p_value double precision, p_rule text,
+                                                  p_above double precision DEFAULT NULL,
+                                                  p_least double precision DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_value IS NULL OR p_value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
+       OR p_value <= p_above OR p_value < p_least THEN
+        PERFORM _measure.config_fail(p_field, format('%s: %s is not %s', p_field, coalesce(p_value::text, 'null'), p_rule));
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.config_number(text, double precision, text, double precision, double precision)
+    TO measure_writer;
+
+-- Change some of a system's settings (NULL: as it is): weeks 1 to 52, minor above 0, major
+-- above minor, relative_floor 0 or more. Settings equal to the defaults leave no row. The
+-- system's baselines are rebuilt when what they learn changed: {system, settings, floors,
+-- indicators, rejudged}.
+CREATE OR REPLACE FUNCTION _measure.analysis_set(p_system text, p_weeks integer DEFAULT NULL,
+                                                 p_minor double precision DEFAULT NULL,
+                                                 p_major double precision DEFAULT NULL,
+                                                 p_relative_floor double precision DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_sys smallint := _measure.config_system(p_system);
+    v_old record;
+    v_new record;
+    v_default record;
+BEGIN
+    SELECT * INTO v_old FROM _measure.analysis_settings(v_sys);
+    SELECT * INTO v_default FROM _measure.analysis_settings(NULL::smallint);
+    IF p_weeks IS NOT NULL AND p_weeks NOT BETWEEN 1 AND 52 THEN
+        PERFORM _measure.config_fail('weeks', format('weeks: %s is not from 1 to 52 (the earlier weeks a baseline '
+                                                     'learns from)', p_weeks));
+    END IF;
+    IF p_minor IS NOT NULL THEN
+        PERFORM _measure.config_number('minor', p_minor, 'above 0 (the minor band, in robust standard deviations)',
+                                       p_above => 0);
+    END IF;
+    IF p_major IS NOT NULL THEN
+        PERFORM _measure.config_number('major', p_major, 'above 0 (the major band, in robust standard deviations)',
+                                       p_above => 0);
+    END IF;
+    IF p_relative_floor IS NOT NULL THEN
+        PERFORM _measure.config_number('relative_floor', p_relative_floor,
+                                       '0 or more (the smallest band as a share of the median)', p_least => 0);
+    END IF;
+    SELECT coalesce(p_weeks::smallint, v_old.weeks) AS weeks, coalesce(p_minor, v_old.minor) AS minor,
+           coalesce(p_major, v_old.major) AS major, coalesce(p_relative_floor, v_old.relative_floor) AS relative_floor
+      INTO v_new;
+    IF v_new.major <= v_new.minor THEN
+        IF p_major IS NOT NULL THEN
+            PERFORM _measure.config_fail('major', format('major: %s is not above the minor band (%s)', v_new.major,
+                                                         v_new.minor));
+        END IF;
+        PERFORM _measure.config_fail('minor', format('minor: %s is not below the major band (%s)', v_new.minor,
+                                                     v_new.major));
+    END IF;
+    IF (v_new.weeks, v_new.minor, v_new.major, v_new.relative_floor)
+       = (v_default.weeks, v_default.minor, v_default.major, v_default.relative_floor) THEN
+        DELETE FROM _measure.analysis_setting WHERE system_id = v_sys;
+    ELSE
+        INSERT INTO _measure.analysis_setting AS a (system_id, weeks, minor, major, relative_floor)
+        VALUES (v_sys, v_new.weeks, v_new.minor, v_new.major, v_new.relative_floor)
+        ON CONFLICT (system_id) DO UPDATE
+           SET weeks = excluded.weeks, minor = excluded.minor, major = excluded.major,
+               relative_floor = excluded.relative_floor;
+    END IF;
+    RETURN _measure.analysis_config_json(v_sys) || jsonb_build_object(
+        'rejudged', CASE WHEN (v_new.weeks, v_new.minor, v_new.major, v_new.relative_floor)
+                              = (v_old.weeks, v_old.minor, v_old.major, v_old.relative_floor)
+                         THEN jsonb_build_object('systems', 0, 'hours', 0, 'rows', 0)
+                         ELSE _measure.analysis_settings_changed(v_sys) END);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_set(text, integer, double precision, double precision, double precision)
+    TO measure_writer;
+
+-- The defaults again for a system (its row removed).
+CREATE OR REPLACE FUNCTION _measure.analysis_reset(p_system text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_sys smallint := _measure.config_system(p_system);
+    v_default record;
+BEGIN
+    SELECT * INTO v_default FROM _measure.analysis_settings(NULL::smallint);
+    RETURN _measure.analysis_set(p_system, v_default.weeks, v_default.minor, v_default.major,
+                                 v_default.relative_floor);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_reset(text) TO measure_writer;
+
+-- The floor of a baseline item (the smallest half-width of its minor band, in the item's
+-- unit; every system's): the baselines of every system are rebuilt when it changed.
+CREATE OR REPLACE FUNCTION _measure.analysis_floor_set(p_entity text, p_item text, p_floor double precision)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_old double precision;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM _measure.baseline_item b WHERE b.entity = p_entity) THEN
+        PERFORM _measure.config_fail('entity', format('entity: %s has no baseline items (%s)', coalesce(p_entity, 'null'),
+            (SELECT string_agg(DISTINCT b.entity, ', ' ORDER BY b.entity) FROM _measure.baseline_item b)));
+    END IF;
+    SELECT b.floor INTO v_old FROM _measure.baseline_item b WHERE b.entity = p_entity AND b.item = p_item FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM _measure.config_fail('item', format('item: %s is no baseline item of %s (%s)', coalesce(p_item, 'null'),
+            p_entity, (SELECT string_agg(b.item, ', ' ORDER BY b.item) FROM _measure.baseline_item b
+                        WHERE b.entity = p_entity)));
+    END IF;
+    PERFORM _measure.config_number('floor', p_floor, 'above 0 (in the item''s unit)', p_above => 0);
+    UPDATE _measure.baseline_item b SET floor = p_floor WHERE b.entity = p_entity AND b.item = p_item;
+    RETURN jsonb_build_object('floor', jsonb_build_object('entity', p_entity, 'item', p_item, 'floor', p_floor),
+                              'rejudged', CASE WHEN v_old = p_floor THEN jsonb_build_object('systems', 0, 'hours', 0, 'rows', 0)
+                                               ELSE _measure.analysis_settings_changed(NULL) END);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_floor_set(text, text, double precision) TO measure_writer;
+
+-- The limit and weight of an indicator of the health verdict (NULL: as it is; every
+-- system's). Weights are 0 to 100 and add up to at most 100 (the score is 100 minus the
+-- weights of the indicators present). The verdict reads them when it runs: nothing is rebuilt.
+CREATE OR REPLACE FUNCTION _measure.analysis_indicator_set(p_indicator text, p_limit double precision DEFAULT NULL,
+                                                           p_weight integer DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_total bigint;
+BEGIN
+    PERFORM 1 FROM _measure.health_indicator h WHERE h.indicator = p_indicator FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM _measure.config_fail('indicator', format('indicator: %s is no indicator of the health verdict (%s)',
+            coalesce(p_indicator, 'null'),
+            (SELECT string_agg(h.indicator, ', ' ORDER BY h.ord) FROM _measure.health_indicator h)));
+    END IF;
+    IF p_limit IS NOT NULL THEN
+        PERFORM _measure.config_number('limit', p_limit, '0 or more', p_least => 0);
+    END IF;
+    IF p_weight IS NOT NULL THEN
+        IF p_weight NOT BETWEEN 0 AND 100 THEN
+            PERFORM _measure.config_fail('weight', format('weight: %s is not from 0 to 100', p_weight));
+        END IF;
+        v_total := (SELECT sum(h.weight) FROM _measure.health_indicator h WHERE h.indicator <> p_indicator) + p_weight;
+        IF v_total > 100 THEN
+            PERFORM _measure.config_fail('weight', format('weight: %s would make the weights add up to %s (at most '
+                                                          '100: the score is 100 minus the weights of the indicators '
+                                                          'present)', p_weight, v_total));
+        END IF;
+    END IF;
+    UPDATE _measure.health_indicator h
+       SET limit_value = coalesce(p_limit, h.limit_value), weight = coalesce(p_weight::smallint, h.weight)
+     WHERE h.indicator = p_indicator;
+    RETURN (SELECT jsonb_build_object('indicator', jsonb_build_object('indicator', h.indicator, 'limit', h.limit_value,
+                                                                      'weight', h.weight, 'symptom', h.symptom),
+                                      'weights', (SELECT sum(x.weight) FROM _measure.health_indicator x))
+              FROM _measure.health_indicator h WHERE h.indicator = p_indicator);
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.analysis_indicator_set(text, double precision, integer) TO measure_writer;
+
 -- ---------------------------------------------------------------- public views of the calendar
 
 -- Every shift definition: the base shifts (effective_from NULL, every weekday: weekday NULL)
@@ -948,7 +1177,16 @@ BEGIN
             'p_enabled boolean, p_help text)', 'jsonb', 'VOLATILE',
          'SELECT _measure.threshold_set(p_system, p_entity, p_item, p_operator, p_limit, p_shift, p_enabled, p_help)'),
         ('threshold_remove(p_system text, p_entity text, p_item text, p_operator text, p_shift integer)', 'jsonb',
-         'VOLATILE', 'SELECT _measure.threshold_remove(p_system, p_entity, p_item, p_operator, p_shift)')
+         'VOLATILE', 'SELECT _measure.threshold_remove(p_system, p_entity, p_item, p_operator, p_shift)'),
+        ('analysis_show(p_system text)', 'jsonb', 'STABLE', 'SELECT _measure.analysis_show(p_system)'),
+        ('analysis_set(p_system text, p_weeks integer, p_minor double precision, p_major double precision, '
+            'p_relative_floor double precision)', 'jsonb', 'VOLATILE',
+         'SELECT _measure.analysis_set(p_system, p_weeks, p_minor, p_major, p_relative_floor)'),
+        ('analysis_reset(p_system text)', 'jsonb', 'VOLATILE', 'SELECT _measure.analysis_reset(p_system)'),
+        ('analysis_floor_set(p_entity text, p_item text, p_floor double precision)', 'jsonb', 'VOLATILE',
+         'SELECT _measure.analysis_floor_set(p_entity, p_item, p_floor)'),
+        ('analysis_indicator_set(p_indicator text, p_limit double precision, p_weight integer)', 'jsonb', 'VOLATILE',
+         'SELECT _measure.analysis_indicator_set(p_indicator, p_limit, p_weight)')
         ) AS x (sig, ret, vol, body) LOOP
         EXECUTE format('CREATE OR REPLACE FUNCTION measure.config_%s RETURNS %s LANGUAGE sql %s SECURITY DEFINER '
                        'SET search_path = pg_catalog, pg_temp AS %L', f.sig, f.ret, f.vol, f.body);

@@ -8,13 +8,19 @@
 --   {"format": "measuredb configuration", "version": 1,
 --    "defaults": {"shifts":     [{"shift_no", "name", "begin", "end"}],
 --                 "thresholds": [{"entity", "item", "operator", "shift", "limit", "enabled", "help"}],
---                 "components": [{"priority", "match_on", "pattern", "component"}]},
+--                 "components": [{"priority", "match_on", "pattern", "component"}],
+--                 "baseline_floors": [{"entity", "item", "floor"}],
+--                 "health_indicators": [{"indicator", "limit", "weight"}]},
 --    "systems": [{"name", "number", "time_zone", "os_version", "cpu_types": [{"cpu", "cpu_type"}],
 --                 "shifts": null (the defaults) or its own base shifts,
 --                 "calendars": [{"effective_from", "holiday_shift", "holiday_name",
 --                                "shifts": [{"shift_no", "name", "weekdays", "begin", "end"}]}],
 --                 "holidays": [{"day", "name"}],
---                 "thresholds": [its own rows], "components": [its own rows]}]}
+--                 "thresholds": [its own rows], "components": [its own rows],
+--                 "analysis": {"weeks", "minor", "major", "relative_floor"}}]}
+--
+-- (A document without "analysis", "baseline_floors" or "health_indicators" is read as before:
+-- nothing of the automatic analysis is set.)
 --
 -- Importing is additive and decided per system, never by changing the target's defaults
 -- (other systems read them): a system missing from the target is created; one that exists
@@ -25,6 +31,11 @@
 -- system reports as it did in the source; each such case is a note in the answer. Base shifts
 -- that differ are written as the system's own while it has no data yet; after that they are
 -- a calendar version's job (`measuredb calendar set`), and the import refuses with that advice.
+-- A system's analysis settings (the ones it takes, its own or the defaults) are set where they
+-- differ from what it takes here, which judges its stored hours again (none yet when the
+-- import brings its data). The baseline floors and health indicators apply to every system
+-- and have no per-system rows: where the export's differ, the answer says so in a note and
+-- leaves them (`measuredb analysis floor | indicator` changes them for every system).
 
 -- ---------------------------------------------------------------- out
 
@@ -72,7 +83,17 @@ BEGIN
         'format', 'measuredb configuration', 'version', 1,
         'defaults', jsonb_build_object('shifts', _measure.config_shifts_json(NULL),
                                        'thresholds', _measure.config_thresholds_json(NULL),
-                                       'components', _measure.config_components_json(NULL)),
+                                       'components', _measure.config_components_json(NULL),
+                                       'baseline_floors', (
+                                           SELECT coalesce(jsonb_agg(jsonb_build_object('entity', b.entity,
+                                                      'item', b.item, 'floor', b.floor) ORDER BY b.entity, b.item),
+                                                      '[]'::jsonb)
+                                             FROM _measure.baseline_item b),
+                                       'health_indicators', (
+                                           SELECT coalesce(jsonb_agg(jsonb_build_object('indicator', h.indicator,
+                                                      'limit', h.limit_value, 'weight', h.weight) ORDER BY h.ord),
+                                                      '[]'::jsonb)
+                                             FROM _measure.health_indicator h)),
         'systems', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
                        'name', s.system_name, 'number', s.system_number, 'time_zone', s.time_zone,
@@ -86,7 +107,8 @@ BEGIN
                              FROM jsonb_array_elements(c->'versions') v), '[]'::jsonb),
                        'holidays', c->'holidays',
                        'thresholds', _measure.config_thresholds_json(s.system_id),
-                       'components', _measure.config_components_json(s.system_id))
+                       'components', _measure.config_components_json(s.system_id),
+                       'analysis', (SELECT to_jsonb(a) FROM _measure.analysis_settings(s.system_id) a))
                    ORDER BY s.system_name)
               FROM _measure.system s
               JOIN _measure.system_info() i ON i.system_name = s.system_name
@@ -168,6 +190,8 @@ DECLARE
     v_counts jsonb;
     v_notes text[] := '{}';
     v_systems jsonb := '[]';
+    v_analysis jsonb;
+    v_result jsonb;
     r record;
 BEGIN
     IF p_doc IS NULL OR jsonb_typeof(p_doc) <> 'object'
@@ -181,9 +205,10 @@ BEGIN
     END IF;
     v_defaults := coalesce(p_doc->'defaults', '{}'::jsonb);
     IF jsonb_typeof(v_defaults) <> 'object' THEN
-        PERFORM _measure.config_fail('defaults', 'defaults: give {"shifts", "thresholds", "components"}');
+        PERFORM _measure.config_fail('defaults', 'defaults: give {"shifts", "thresholds", "components", ...}');
     END IF;
-    PERFORM _measure.config_list(v_defaults, k, 'defaults.') FROM unnest(ARRAY['shifts', 'thresholds', 'components']) k;
+    PERFORM _measure.config_list(v_defaults, k, 'defaults.')
+       FROM unnest(ARRAY['shifts', 'thresholds', 'components', 'baseline_floors', 'health_indicators']) k;
 
     FOR s, i IN SELECT x.value, x.ordinality - 1 FROM jsonb_array_elements(_measure.config_list(p_doc, 'systems', ''))
                                                  WITH ORDINALITY x LOOP
@@ -324,7 +349,51 @@ BEGIN
                                          'should not)', v_name, r.match_on, r.pattern, r.component, v_name,
                                          r.match_on, r.pattern);
         END LOOP;
+        -- the automatic analysis's settings: the ones it takes in the source, where they differ
+        IF jsonb_typeof(s->'analysis') = 'object' THEN
+            v_analysis := (SELECT to_jsonb(a) FROM _measure.analysis_settings(v_sys) a);
+            IF EXISTS (SELECT 1 FROM jsonb_each(s->'analysis') x
+                        WHERE x.key IN ('weeks', 'minor', 'major', 'relative_floor')
+                          AND x.value IS DISTINCT FROM v_analysis->x.key) THEN
+                v_result := _measure.config_step(w || '.analysis',
+                    'SELECT _measure.analysis_set($1, $2::integer, $3::float8, $4::float8, $5::float8)',
+                    ARRAY[v_name, s->'analysis'->>'weeks', s->'analysis'->>'minor', s->'analysis'->>'major',
+                          s->'analysis'->>'relative_floor']);
+                v_analysis := (SELECT to_jsonb(a) FROM _measure.analysis_settings(v_sys) a);
+                v_notes := v_notes || format('%s: analysis settings weeks %s, minor %s, major %s, relative_floor %s '
+                                             'set (%s hours judged again)', v_name, v_analysis->>'weeks',
+                                             v_analysis->>'minor', v_analysis->>'major', v_analysis->>'relative_floor',
+                                             v_result->'rejudged'->>'hours');
+            END IF;
+        ELSIF s ? 'analysis' AND jsonb_typeof(s->'analysis') <> 'null' THEN
+            PERFORM _measure.config_fail(w || '.analysis', w || '.analysis: give {"weeks", "minor", "major", '
+                                                                '"relative_floor"}');
+        END IF;
         v_systems := v_systems || jsonb_build_array(jsonb_build_object('name', v_name, 'created', v_created) || v_counts);
+    END LOOP;
+
+    -- the floors and indicators every system takes: said where they differ, not applied
+    FOR e IN SELECT x.value FROM jsonb_array_elements(_measure.config_list(v_defaults, 'baseline_floors', 'defaults.')) x
+              WHERE NOT EXISTS (SELECT 1 FROM _measure.baseline_item b WHERE b.entity = x.value->>'entity'
+                                   AND b.item = x.value->>'item' AND to_jsonb(b.floor) = x.value->'floor') LOOP
+        v_notes := v_notes || format('the export''s baseline floor of %s %s (%s) differs from this database''s (%s); '
+                                     'not applied: it applies to every system (measuredb analysis floor %s %s %s)',
+                                     e->>'entity', e->>'item', e->>'floor',
+                                     coalesce((SELECT b.floor::text FROM _measure.baseline_item b
+                                                WHERE b.entity = e->>'entity' AND b.item = e->>'item'), 'none'),
+                                     e->>'entity', e->>'item', e->>'floor');
+    END LOOP;
+    FOR e IN SELECT x.value FROM jsonb_array_elements(_measure.config_list(v_defaults, 'health_indicators', 'defaults.')) x
+              WHERE NOT EXISTS (SELECT 1 FROM _measure.health_indicator h WHERE h.indicator = x.value->>'indicator'
+                                   AND to_jsonb(h.limit_value) = x.value->'limit' AND to_jsonb(h.weight) = x.value->'weight') LOOP
+        v_notes := v_notes || format('the export''s health indicator %s (limit %s, weight %s) differs from this '
+                                     'database''s (%s); not applied: it applies to every system (measuredb analysis '
+                                     'indicator %s --limit %s --weight %s)',
+                                     e->>'indicator', e->>'limit', e->>'weight',
+                                     coalesce((SELECT format('limit %s, weight %s', h.limit_value, h.weight)
+                                                 FROM _measure.health_indicator h WHERE h.indicator = e->>'indicator'),
+                                              'none'),
+                                     e->>'indicator', e->>'limit', e->>'weight');
     END LOOP;
     RETURN jsonb_build_object('systems', v_systems, 'notes', to_jsonb(v_notes));
 END

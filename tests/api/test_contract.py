@@ -18,7 +18,7 @@ from tests.api.conftest import make_client
 CONTAB = {"descriptors": [{"type": "CPU"}]}
 PATH_VALUES = {"measurement_id": "{mid}", "entity": "cpu", "tier": "hour", "run_id": "1",
                "report": "threshold", "retention_class": "raw", "system": "APIT", "effective_from": "2024-04-06",
-               "day": "2024-04-08"}
+               "day": "2024-04-08", "item": "busy", "indicator": "cpu_queuing"}
 BODIES = {
     "/measurements": {"name": "CONTRACT", "contab": CONTAB},
     "/measurements/{measurement_id}/start": {}, "/measurements/{measurement_id}/stop": {},
@@ -30,6 +30,9 @@ BODIES = {
     "/admin/systems/{system}/holidays/{day}": {"name": "x"},
     "/admin/thresholds": {"entity": "cpu", "item": "busy_max", "operator": ">", "limit": 70},
     "/admin/components": {"pattern": "$APPL.%", "component": "server"},
+    "/admin/systems/{system}/analysis": {"weeks": 2},
+    "/admin/analysis/floors/{entity}/{item}": {"floor": 10},
+    "/admin/analysis/indicators/{indicator}": {"limit": 2},
 }
 
 

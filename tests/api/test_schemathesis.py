@@ -46,6 +46,9 @@ SEMANTIC_422 = {
     "PUT /admin/systems/{system}/calendar/{effective_from}":
         "shifts of one version may not overlap; whole hours; holiday shift among the shifts",
     "PUT /admin/thresholds": "the item must be a column of the entity's hour view; the shift must exist",
+    "PUT /admin/systems/{system}/analysis": "major above minor, with the stored value of the one not given",
+    "PUT /admin/analysis/floors/{entity}/{item}": "the entity and item must have a baseline (the stored items)",
+    "PUT /admin/analysis/indicators/{indicator}": "the indicator must exist; all weights add up to at most 100",
     "POST /import": "the CSV: its header, rows and values (every bad row is listed)",
     "POST /measurements": "exactly one of contab or meascom; MEASCOM grammar; CONTAB descriptor "
                           "rules; the schedule's order",

@@ -19,6 +19,7 @@ import pytest
 from core import configuration as config
 from core import schema
 from core.errors import InvalidValue
+from tests import analysis_data
 from tests.core.test_import_export import CPU_HEADER, START, _simulated, cpu_csv, run, state
 from tests.engine import MODE
 from tests.snapshot import differences
@@ -194,3 +195,53 @@ def test_export_into_one_file_has_no_configuration(pair, tmp_path, monkeypatch) 
     res = run("export", "--no-configuration", "-o", str(tmp_path / "out"))
     assert res.exit_code == 0 and not (tmp_path / "out" / "configuration.json").exists()
     assert Path(tmp_path / "out" / "cpu-interval.csv").exists()
+
+
+def test_a_system_s_analysis_settings_go_with_its_data(pair, tmp_path, monkeypatch) -> None:
+    """\\ANA (tests/analysis_data.py) with one week learned, exported with its data into an empty
+    database: its exceptions there are the source's; the floors and indicators, which every system
+    of the target takes, are said in notes and left as they are."""
+    source, target = pair
+    with psycopg.connect(source) as c:
+        analysis_data.load(c)
+        changed = config.set_analysis(c, analysis_data.SYSTEM, weeks=1, minor=4, major=20)
+        assert changed["rejudged"]["hours"] == analysis_data.JUDGED_HOURS
+        config.set_analysis_floor(c, "disc", "busy", 12)            # no disc in \ANA: its exceptions stay
+        config.set_analysis_indicator(c, "cpu_queuing", limit=3)
+    assert analysis_data.exceptions(source) == analysis_data.ONE_WEEK_EXCEPTIONS
+    monkeypatch.setenv("DATABASE_URL", source)
+    res = run("export", "-o", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "out" / "configuration.json").read_text())
+    assert doc["systems"][0]["analysis"] == {"weeks": 1, "minor": 4, "major": 20, "relative_floor": 0.25}
+    assert {"entity": "disc", "item": "busy", "floor": 12} in doc["defaults"]["baseline_floors"]
+
+    monkeypatch.setenv("DATABASE_URL", target)
+    res = run("import", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
+    notes = [ln.strip() for ln in res.output.splitlines() if ln.startswith("  ")]
+    assert notes == [
+        "\\ANA: analysis settings weeks 1, minor 4, major 20, relative_floor 0.25 set (0 hours judged again)",
+        "the export's baseline floor of disc busy (12) differs from this database's (10); not applied: it applies "
+        "to every system (measuredb analysis floor disc busy 12)",
+        "the export's health indicator cpu_queuing (limit 3, weight 15) differs from this database's (limit 2, "
+        "weight 15); not applied: it applies to every system (measuredb analysis indicator cpu_queuing --limit 3 "
+        "--weight 15)"]
+    # the data condensed after the settings were set: judged with one week, as in the source
+    assert analysis_data.exceptions(target) == analysis_data.ONE_WEEK_EXCEPTIONS
+    with psycopg.connect(source) as s, psycopg.connect(target) as t:
+        assert config.analysis(t, "ana")["settings"] == config.analysis(s, "ana")["settings"]
+        assert t.execute("SELECT floor FROM _measure.baseline_item WHERE entity = 'disc' AND item = 'busy'"
+                         ).fetchone() == (10,)
+        # settings that break the rules say where, and nothing is applied
+        doc["systems"][0]["analysis"] = {"weeks": 1, "minor": 4, "major": 3}
+        with pytest.raises(InvalidValue) as err:
+            config.import_configuration(t, doc)
+        assert err.value.field == "systems[0].analysis.major"
+        assert str(err.value).startswith("systems[0].analysis: major: 3 is not above the minor band (4)")
+        t.rollback()
+        doc["systems"][0]["analysis"] = {"weeks": 4, "minor": 3, "major": 5, "relative_floor": 0.25}
+        assert config.import_configuration(t, doc)["notes"][0] == (
+            f"\\ANA: analysis settings weeks 4, minor 3, major 5, relative_floor 0.25 set "
+            f"({analysis_data.JUDGED_HOURS} hours judged again)")
+    assert analysis_data.exceptions(target) == analysis_data.DEFAULT_EXCEPTIONS

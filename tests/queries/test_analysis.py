@@ -15,6 +15,7 @@ CPUs count 40 disc I/Os per transaction.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -38,10 +39,14 @@ def hour_of(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, 10, tzinfo=TZ)
 
 
-def load(conn: psycopg.Connection) -> int:
-    conn.execute("SELECT _measure.system_add(%s, 18, 'Asia/Tokyo', 'C30', '[{\"cpu\": null, \"cpu_type\": \"VLX\"}]')",
-                 (SYSTEM,))
-    sys_id = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (SYSTEM,)).fetchone()[0]
+def cpu_hours(conn: psycopg.Connection, name: str, number: int,
+              counters_of: Callable[[int, date], dict[str, int]]) -> tuple[int, int]:
+    """A system `name` (Asia/Tokyo) with CPUs 0 and 1 measured 10:00-11:00 local on each of the
+    DAYS days from FIRST, counters_of(cpu, day) their counters (others 0), hours noted for
+    condensing; (system_id, measurement_id)."""
+    conn.execute("SELECT _measure.system_add(%s, %s, 'Asia/Tokyo', 'C30', '[{\"cpu\": null, \"cpu_type\": \"VLX\"}]')",
+                 (name, number))
+    sys_id = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (name,)).fetchone()[0]
     meas = conn.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) "
                         "VALUES (%s, 'ANALYSE', '{}', 'stopped') RETURNING measurement_id", (sys_id,)).fetchone()[0]
     cpu = CAT.entity("cpu")
@@ -53,18 +58,28 @@ def load(conn: psycopg.Connection) -> int:
                               (sys_id, cpu.code, f"cpu={n}", f'{{"cpu": {n}}}', n, start)).fetchone()[0]
             for k in range(DAYS):
                 day = FIRST + timedelta(days=k)
-                busy = 20 if n == 1 else SPECIAL.get(day, 40)
                 counters = [0] * len(cpu.counters)
-                counters[cpu.index("cpu_busy_time")] = busy * 36 * M
-                if day == date(2024, 5, 1):  # 40 disc I/Os per transaction on the verdict's day (both CPUs)
-                    counters[cpu.index("disc_ios")] = 72_000
-                    counters[cpu.index("transactions")] = 1_800
+                for counter, value in counters_of(n, day).items():
+                    counters[cpu.index(counter)] = value
                 at = hour_of(day)
                 cur.execute("INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, "
                             "to_at, delta_us, closing_kind, system_id, type_code, cpu, counters) "
                             "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, %s, %s)",
                             (meas, ent, start, at, at + timedelta(hours=1), 3600 * M, sys_id, cpu.code, n, counters))
                 cur.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (sys_id, at, at))
+    return sys_id, meas
+
+
+def load(conn: psycopg.Connection) -> int:
+    def counters_of(n: int, day: date) -> dict[str, int]:
+        c = {"cpu_busy_time": (20 if n == 1 else SPECIAL.get(day, 40)) * 36 * M}
+        if day == date(2024, 5, 1):  # 40 disc I/Os per transaction on the verdict's day (both CPUs)
+            c |= {"disc_ios": 72_000, "transactions": 1_800}
+        return c
+
+    sys_id, meas = cpu_hours(conn, SYSTEM, 18, counters_of)
+    start = hour_of(FIRST)
+    with conn.cursor() as cur:
         # on the verdict's day only (nothing to learn from: not judged), in CPU 0's hour: a
         # process at priority 190 60 % busy, a line 60 % read busy
         at = hour_of(date(2024, 5, 1))
@@ -215,33 +230,13 @@ QUEUE = {date(2024, 4, 29): 3, date(2024, 4, 30): 5, date(2024, 5, 1): 9}
 
 
 def load_growth(conn: psycopg.Connection) -> int:
-    conn.execute("SELECT _measure.system_add(%s, 19, 'Asia/Tokyo', 'C30', '[{\"cpu\": null, \"cpu_type\": \"VLX\"}]')",
-                 (GROWTH,))
-    sys_id = conn.execute("SELECT system_id FROM _measure.system WHERE system_name = %s", (GROWTH,)).fetchone()[0]
-    meas = conn.execute("INSERT INTO _measure.measurement (system_id, name, contab, state) "
-                        "VALUES (%s, 'GROWTH', '{}', 'stopped') RETURNING measurement_id", (sys_id,)).fetchone()[0]
-    cpu = CAT.entity("cpu")
-    start = hour_of(FIRST)
-    with conn.cursor() as cur:
-        for n in (0, 1):
-            ent = cur.execute("INSERT INTO _measure.entity (system_id, type_code, key, ids, cpu, first_seen_at) "
-                              "VALUES (%s, %s, %s, %s, %s, %s) RETURNING entity_id",
-                              (sys_id, cpu.code, f"cpu={n}", f'{{"cpu": {n}}}', n, start)).fetchone()[0]
-            for k in range(DAYS):
-                day = FIRST + timedelta(days=k)
-                counters = [0] * len(cpu.counters)
-                if n == 0:
-                    busy = 30 if day == date(2024, 4, 29) else 20 + 10 * (k // 7)
-                else:
-                    busy = 20
-                    counters[cpu.index("cpu_qtime")] = QUEUE.get(day, 1) * 3600 * M
-                counters[cpu.index("cpu_busy_time")] = busy * 36 * M
-                at = hour_of(day)
-                cur.execute("INSERT INTO _measure.interval_record (measurement_id, entity_id, record_at, from_at, "
-                            "to_at, delta_us, closing_kind, system_id, type_code, cpu, counters) "
-                            "VALUES (%s, %s, %s, %s, %s, %s, 3, %s, %s, %s, %s)",
-                            (meas, ent, start, at, at + timedelta(hours=1), 3600 * M, sys_id, cpu.code, n, counters))
-                cur.execute("SELECT _measure.note_intervals(%s::smallint, %s, %s)", (sys_id, at, at))
+    def counters_of(n: int, day: date) -> dict[str, int]:
+        if n == 1:
+            return {"cpu_busy_time": 20 * 36 * M, "cpu_qtime": QUEUE.get(day, 1) * 3600 * M}
+        busy = 30 if day == date(2024, 4, 29) else 20 + 10 * ((day - FIRST).days // 7)
+        return {"cpu_busy_time": busy * 36 * M}
+
+    sys_id, _ = cpu_hours(conn, GROWTH, 19, counters_of)
     assert conn.execute("SELECT _measure.condense(%s::smallint)", (sys_id,)).fetchone() == (DAYS,)
     return sys_id
 
