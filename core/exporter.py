@@ -23,13 +23,16 @@ the API's role can run them. An export imported into an empty database gives the
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
 
+import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.adapt import Loader
 
 from core.catalog import TIERS, EntityDef, load_catalog
 from core.database import scalar
@@ -220,13 +223,21 @@ def interval_chunks(conn: psycopg.Connection, ent: EntityDef, system_ids: list[i
                     hi: datetime | None, *, time_format: str = "iso",
                     typed: bool = False) -> Iterator[sql.Composed]:
     """The interval records of interval_query, in its order, as one query per system and UTC
-    hour that holds runs: a run's intervals all begin in the UTC hour it begins (the table's
-    CHECK), so the hour's runs give exactly the hour's rows. Each query sorts one hour's rows
-    (in memory) instead of one sort of the whole range on disk (a ref16 day's DISCOPEN: 15.8 M
-    rows)."""
-    systems = [r[0] for r in conn.execute("SELECT system_id FROM measure.system WHERE system_id = ANY (%s)"
-                                          " ORDER BY system_name", (system_ids,))]
-    for sid in systems:
+    hour that holds runs (:func:`_hours`)."""
+    for sid, _, _, first, last in _hours(conn, ent, system_ids, lo, hi):
+        yield interval_query(ent, [sid], first, last, time_format=time_format, typed=typed)[0]
+
+
+def _hours(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+           hi: datetime | None) -> Iterator[tuple[int, str, str, datetime, datetime]]:
+    """(system id, name, time zone, from, to) of each system (by name) and UTC hour that
+    holds runs of the entity type, the hour cut to [lo, hi): a run's intervals all begin in
+    the UTC hour it begins (the table's CHECK), so the hour's runs give exactly the hour's
+    rows, and a reader sorts one hour's rows (in memory) instead of the whole range on disk
+    (a ref16 day's DISCOPEN: 15.8 M rows)."""
+    systems = conn.execute("SELECT system_id, system_name, time_zone FROM measure.system"
+                           " WHERE system_id = ANY (%s) ORDER BY system_name", (system_ids,)).fetchall()
+    for sid, name, zone in systems:
         at = lo if lo is not None else datetime(1970, 1, 1, tzinfo=UTC)
         while True:
             hour = scalar(conn.execute(_NEXT_HOUR, (sid, ent.code, at, hi, hi)))
@@ -234,8 +245,259 @@ def interval_chunks(conn: psycopg.Connection, ent: EntityDef, system_ids: list[i
                 break
             first = max(lo, hour) if lo is not None else hour
             last = min(hi, hour + _HOUR) if hi is not None else hour + _HOUR
-            yield interval_query(ent, [sid], first, last, time_format=time_format, typed=typed)[0]
+            yield sid, name, zone, first, last
             at = hour + _HOUR
+
+
+# ---------------------------------------------------------------- interval records, decoded here
+
+_ROW_SLICE = 1 << 16  # rows formatted at a time (bounded memory; the arrays stay in the allocator's cache)
+_INT8_ARRAY_OID = 1016  # bigint[]
+_ARRAY_ITEM = np.dtype([("len", ">i4"), ("value", ">i8")])  # an element of a binary bigint[]: length, value
+
+
+class _RawLoader(Loader):
+    """A binary value as its bytes (the runs' counters, decoded by :func:`_decode_counters`)."""
+
+    format = psycopg.pq.Format.BINARY
+
+    def load(self, data: Any) -> bytes:
+        return bytes(data)
+
+
+@dataclass
+class _Hour:
+    """The interval records of one system and UTC hour, decoded from its runs: rows in export
+    order (``run``: the run of each row, ``i``: its interval's 1-based index in the run),
+    per-run values, each row's FROM and TO (Unix µs), the counters (a row of ``values`` per
+    interval of every run, ``valid`` False where the reference query gives NULL)."""
+
+    runs: list[tuple[Any, ...]]
+    run: np.ndarray
+    from_us: np.ndarray
+    to_us: np.ndarray
+    counter_row: np.ndarray
+    values: np.ndarray  # (counters, intervals), column per counter
+    valid: np.ndarray | None
+
+
+def _run_query(ent: EntityDef, lo: datetime, hi: datetime) -> sql.Composed:
+    """The runs of one system (parameter) holding interval records whose FROM lies in [lo, hi)
+    (one UTC hour at most), with what interval_query computes once per run, in the order of
+    its ORDER BY after the FROM: entity key, measurement name."""
+    cols: list[sql.Composable] = [sql.SQL("m.name")]
+    for f in ent.id_fields:
+        text = sql.SQL("e.ids->>{}").format(sql.Literal(f))
+        cols.append(sql.SQL("({})::bigint").format(text) if f in _INT_FIELDS else text)
+    if "cpu" not in ent.id_fields:
+        cols.append(sql.SQL("CASE WHEN r.cpu >= 0 THEN r.cpu END"))
+    cols += [sql.SQL("r.delta_us"), sql.SQL("r.error")]
+    if ent.name == "userdef":
+        cols.append(sql.SQL("_measure.user_counter_type(r.measurement_id, e.ids->>'name')"))
+    cols += [sql.SQL("(extract(epoch FROM r.from_at) * 1000000)::bigint"),
+             sql.SQL("measure.run_first(r.from_at, r.delta_us, {}::timestamptz)").format(sql.Literal(lo)),
+             sql.SQL("least(r.n, measure.run_last(r.from_at, r.delta_us, {}::timestamptz))").format(sql.Literal(hi)),
+             sql.SQL("r.n"), sql.SQL("r.counters")]
+    return sql.SQL(
+        "SELECT {cols}\n"
+        "  FROM measure.interval_run r\n"
+        "  JOIN measure.entity e ON e.entity_id = r.entity_id\n"
+        "  JOIN (SELECT measurement_id, name FROM measure.measurement) m ON m.measurement_id = r.measurement_id\n"
+        " WHERE r.type_code = {code} AND r.system_id = %s\n"
+        "   AND r.from_at >= date_bin(INTERVAL '1 hour', {lo}::timestamptz, TIMESTAMPTZ '2000-01-01 00:00:00+00')\n"
+        "   AND r.from_at < {hi}::timestamptz\n"
+        " ORDER BY e.key, m.name").format(cols=sql.SQL(", ").join(cols), code=sql.Literal(ent.code),
+                                          lo=sql.Literal(lo), hi=sql.Literal(hi))
+
+
+def _decode_counters(data: bytes, n: int, width: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The counters of a run of n intervals (bigint[][] in PostgreSQL's binary form) as
+    (n × width) values and their validity (None: all valid): what ``c[i][p]`` gives for
+    i = 1..n and p = 1..width, NULL past the array's bounds, for a NULL element, and unless
+    the array has two dimensions."""
+    ndim, has_null, _ = struct.unpack_from(">iii", data)
+    dims = struct.unpack_from(f">{2 * ndim}i", data, 12)
+    values = np.zeros((n, width), np.int64)
+    if ndim != 2:
+        return values, np.zeros((n, width), bool)
+    rows, first_row, k, first_col = dims
+    at = 12 + 8 * ndim
+    if has_null:  # elements of varying size (a NULL is its length -1 alone)
+        found = np.zeros((rows, k), np.int64)
+        present = np.zeros((rows, k), bool)
+        for e in range(rows * k):
+            (size,) = struct.unpack_from(">i", data, at)
+            at += 4
+            if size >= 0:
+                found.flat[e] = struct.unpack_from(">q", data, at)[0]
+                present.flat[e] = True
+                at += size
+    else:
+        items = np.frombuffer(data, _ARRAY_ITEM, rows * k, at).reshape(rows, k)
+        found, present = items["value"], None
+    # subscripts i, p of c[i][p] where the array has them (its bounds need not start at 1)
+    i0, i1 = max(1, first_row), min(n, first_row + rows - 1)
+    p0, p1 = max(1, first_col), min(width, first_col + k - 1)
+    if (i0, i1, p0, p1) == (1, n, 1, width) and present is None:
+        values[:] = found[1 - first_row:n + 1 - first_row, 1 - first_col:width + 1 - first_col]
+        return values, None
+    valid = np.zeros((n, width), bool)
+    if i0 <= i1 and p0 <= p1:
+        cut = (slice(i0 - first_row, i1 + 1 - first_row), slice(p0 - first_col, p1 + 1 - first_col))
+        values[i0 - 1:i1, p0 - 1:p1] = found[cut]
+        valid[i0 - 1:i1, p0 - 1:p1] = True if present is None else present[cut]
+    return values, valid
+
+
+def _read_hour(conn: psycopg.Connection, ent: EntityDef, system_id: int, lo: datetime, hi: datetime) -> _Hour:
+    """The interval records of one system whose FROM lies in [lo, hi) (within one UTC hour),
+    read as their runs (a row per run: the server only streams them) and decoded here."""
+    width = len(ent.counters)
+    with conn.cursor(binary=True) as cur:
+        cur.adapters.register_loader(_INT8_ARRAY_OID, _RawLoader)
+        runs = cur.execute(_run_query(ent, lo, hi), (system_id,), binary=True).fetchall()
+    # per run: from (µs), first and last index, the counters; the rest is the run's own values
+    n_runs = len(runs)
+    from0 = np.fromiter((r[-5] for r in runs), np.int64, n_runs)
+    first = np.fromiter((r[-4] for r in runs), np.int64, n_runs)
+    last = np.fromiter((r[-3] for r in runs), np.int64, n_runs)
+    delta = np.fromiter((r[_delta_at(ent)] for r in runs), np.int64, n_runs)
+    blocks, valids, base = [], [], np.zeros(n_runs, np.int64)
+    total = 0
+    for j, r in enumerate(runs):
+        values, valid = _decode_counters(r[-1], r[-2], width)
+        blocks.append(values)
+        valids.append(valid)
+        base[j] = total
+        total += len(values)
+    values = np.concatenate(blocks).T.copy() if blocks else np.zeros((width, 0), np.int64)
+    valid = None
+    if any(v is not None for v in valids):
+        valid = np.concatenate([v if v is not None else np.ones(b.shape, bool)
+                                for b, v in zip(blocks, valids, strict=True)]).T.copy()
+    # a row per interval of [first, last] of each run, ordered by FROM, then the runs' order
+    counts = np.maximum(last - first + 1, 0)
+    run = np.repeat(np.arange(n_runs), counts)
+    i = first[run] + np.arange(len(run)) - np.repeat(np.cumsum(counts) - counts, counts)
+    from_us = from0[run] + (i - 1) * delta[run]
+    order = np.lexsort((run, from_us))
+    run, i, from_us = run[order], i[order], from_us[order]
+    return _Hour([r[:-5] for r in runs], run, from_us, from_us + delta[run], base[run] + i - 1, values, valid)
+
+
+def _delta_at(ent: EntityDef) -> int:
+    """Where DELTA-TIME is in a row of _run_query."""
+    return 1 + len(ent.id_fields) + ("cpu" not in ent.id_fields)
+
+
+_INSTANTS = {  # an instant (Unix µs) of a system's zone as export writes it, by the server's own functions
+    ("iso", False): "measure.local_iso({at}, %s)",
+    ("julian", False): "measure.julian_timestamp({at}, %s)::text",
+    ("julian", True): "measure.julian_timestamp({at}, %s)",
+}
+
+
+def _instants(conn: psycopg.Connection, at_us: np.ndarray, zone: str, time_format: str, typed: bool) -> list[Any]:
+    """The distinct instants of an hour, formatted by the functions interval_query calls (an
+    hour of records has few: the server formats each once, not once per row)."""
+    expr = _INSTANTS[time_format, typed].format(at="TIMESTAMPTZ 'epoch' + u.at * INTERVAL '1 microsecond'")
+    row = conn.execute(f"SELECT array_agg({expr} ORDER BY u.k) FROM unnest(%s::bigint[]) WITH ORDINALITY u (at, k)",
+                       (zone, at_us.tolist())).fetchone()
+    return list(row[0]) if row and row[0] is not None else []
+
+
+def _csv_field(value: Any, encoding: str) -> bytes:
+    """A value as COPY … (FORMAT csv) writes it: NULL empty, the empty string and any text
+    holding a comma, quote, CR or LF quoted (quotes doubled)."""
+    if value is None:
+        return b""
+    text = str(value)
+    if text == "" or any(c in text for c in ',"\r\n'):
+        text = '"' + text.replace('"', '""') + '"'
+    return text.encode(encoding)
+
+
+def _table(texts: Sequence[bytes]) -> np.ndarray:
+    """Byte strings as the rows of a matrix, NUL-padded (text never holds a NUL)."""
+    width = max(map(len, texts), default=0)
+    return np.frombuffer(b"".join(t.ljust(width, b"\0") for t in texts), np.uint8).reshape(len(texts), width)
+
+
+def _digits(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
+    """Integers as their decimal text, right-aligned in the rows of a NUL-padded matrix (an
+    invalid value: all NUL, i.e. empty)."""
+    neg = values < 0
+    rest = np.abs(values).astype(np.uint64)  # (the magnitude of -2^63 too)
+    top = int(rest.max(initial=0))
+    width = len(str(top)) + bool(neg.any())
+    out = np.zeros((len(values), width), np.uint8)
+    used = np.zeros(len(values), np.int64)
+    for d in range(width - 1, -1, -1):
+        q = rest // 10
+        digit = (rest - q * 10).astype(np.uint8) + 48
+        show = rest > 0 if d < width - 1 else np.ones(len(values), bool)
+        out[:, d] = np.where(show, digit, 0)
+        used += show
+        rest = q
+    if neg.any():
+        at = np.flatnonzero(neg)
+        out[at, width - 1 - used[at]] = ord("-")
+    if valid is not None:
+        out[~valid] = 0
+    return out
+
+
+def _hour_csv(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str, ent: EntityDef,
+              time_format: str) -> Iterator[bytes]:
+    """The CSV lines of a decoded hour, a slice of rows at a time: each slice a matrix of
+    fixed-width fields (NUL-padded) whose NULs are then dropped."""
+    n = len(hour.run)
+    if not n:
+        return
+    enc = conn.info.encoding
+    cut = _delta_at(ent)
+    head = _table([b",".join([_csv_field(system_name, enc), *(_csv_field(v, enc) for v in r[:cut])]) + b","
+                   for r in hour.runs])
+    tail = _table([b"," + b",".join(_csv_field(v, enc) for v in r[cut:]) + b"," for r in hour.runs])
+    at, where = np.unique(np.concatenate([hour.from_us, hour.to_us]), return_inverse=True)
+    times = _table([_csv_field(t, enc) for t in _instants(conn, at, zone, time_format, False)])
+    comma = np.full((1, 1), ord(","), np.uint8)
+    for s in range(0, n, _ROW_SLICE):
+        rows = slice(s, min(s + _ROW_SLICE, n))
+        run, counter_row = hour.run[rows], hour.counter_row[rows]
+        size = len(run)
+        parts = [head[run], times[where[rows]], np.broadcast_to(comma, (size, 1)), times[where[n:][rows]], tail[run]]
+        for p in range(len(ent.counters)):
+            if p:
+                parts.append(np.broadcast_to(comma, (size, 1)))
+            parts.append(_digits(hour.values[p][counter_row],
+                                 None if hour.valid is None else hour.valid[p][counter_row]))
+        parts.append(np.full((size, 1), ord("\n"), np.uint8))
+        lines = np.concatenate(parts, axis=1).ravel()
+        yield lines[lines != 0].tobytes()
+
+
+def _hour_arrays(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str, ent: EntityDef,
+                 time_format: str, schema: Any) -> Any:
+    """A decoded hour as an Arrow record batch of `schema` (the typed interval_query's columns)."""
+    import pyarrow as pa
+
+    n, run, cut, fields = len(hour.run), pa.array(hour.run), _delta_at(ent), list(schema)
+    cols = [pa.array([system_name] * n, pa.string())]
+    for j in range(cut):
+        cols.append(pa.array([r[j] for r in hour.runs], fields[1 + j].type).take(run))
+    if time_format == "julian":
+        at, where = np.unique(np.concatenate([hour.from_us, hour.to_us]), return_inverse=True)
+        julian = np.asarray(_instants(conn, at, zone, time_format, True), np.int64)
+        cols += [pa.array(julian[where[:n]]), pa.array(julian[where[n:]])]
+    else:
+        cols += [pa.array(hour.from_us, pa.timestamp("us", tz="UTC")), pa.array(hour.to_us, pa.timestamp("us", tz="UTC"))]
+    for j in range(cut, len(fields) - 3 - len(ent.counters)):
+        cols.append(pa.array([r[j] for r in hour.runs], fields[3 + j].type).take(run))
+    for p in range(len(ent.counters)):
+        mask = None if hour.valid is None else ~hour.valid[p][hour.counter_row]
+        cols.append(pa.array(hour.values[p][hour.counter_row], pa.int64(), mask=mask))
+    return pa.record_batch(cols, schema=schema)
 
 
 # ---------------------------------------------------------------- writing
@@ -348,6 +610,48 @@ def write_parquet(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.C
     return total
 
 
+def write_interval_csv(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+                       hi: datetime | None, out: BinaryIO, progress: Callable[[int], None] | None = None, *,
+                       time_format: str = "iso") -> int:
+    """The interval records as CSV under their header, byte for byte what COPY of
+    interval_query writes: an hour of runs at a time read as they are stored and decoded
+    here (:func:`_read_hour`), the numbers formatted here; returns the rows written."""
+    head = (",".join(interval_header(ent)) + "\n").encode()  # (the names need no quoting)
+    out.write(head)
+    total = 0
+    for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
+        hour = _read_hour(conn, ent, sid, first, last)
+        for data in _hour_csv(conn, hour, name, zone, ent, time_format):
+            out.write(data)
+            if progress:
+                progress(len(data))
+        total += len(hour.run)
+    return total
+
+
+def write_interval_parquet(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+                           hi: datetime | None, names: list[str], types: list[str], out: BinaryIO,
+                           progress: Callable[[int], None] | None = None, *, time_format: str = "iso") -> int:
+    """The interval records as Parquet (the typed interval_query's columns), a row group per
+    slice of an hour's rows, decoded as write_interval_csv does; returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([pa.field(n, _arrow_type(pa, t)) for n, t in zip(names, types, strict=True)])
+    total = 0
+    with pq.ParquetWriter(out, schema) as writer:
+        for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
+            hour = _read_hour(conn, ent, sid, first, last)
+            batch = _hour_arrays(conn, hour, name, zone, ent, time_format, schema)
+            for s in range(0, batch.num_rows, _ROW_SLICE):
+                part = batch.slice(s, _ROW_SLICE)
+                writer.write_batch(part)
+                total += part.num_rows
+                if progress:
+                    progress(part.num_rows)
+    return total
+
+
 def export(conn: psycopg.Connection, spec: ExportSpec, out: BinaryIO, *, system_ids: list[int],
            lo: datetime | None = None, hi: datetime | None = None, fmt: str = "csv",
            time_format: str = "iso", progress: Callable[[int], None] | None = None) -> int:
@@ -364,11 +668,10 @@ def export(conn: psycopg.Connection, spec: ExportSpec, out: BinaryIO, *, system_
     else:
         query, names, types = tier_query(conn, spec.entity, spec.kind, system_ids, lo, hi, typed=fmt == "parquet")
     if fmt == "csv" and spec.kind == "interval":
-        return write_csv(conn, interval_chunks(conn, spec.entity, system_ids, lo, hi, time_format=time_format),
-                         out, progress, header=names)
+        return write_interval_csv(conn, spec.entity, system_ids, lo, hi, out, progress, time_format=time_format)
     if fmt == "csv":
         return write_csv(conn, query, out, progress)
     if spec.kind == "interval":
-        return write_parquet(conn, interval_chunks(conn, spec.entity, system_ids, lo, hi, time_format=time_format,
-                                                   typed=True), names, types, out, progress)
+        return write_interval_parquet(conn, spec.entity, system_ids, lo, hi, names, types, out, progress,
+                                      time_format=time_format)
     return write_parquet(conn, query, names, types, out, progress)
