@@ -11,12 +11,29 @@
   month and year buckets by the system's local dates). Instants are written in UTC ISO 8601,
   local times and dates in ISO 8601, numbers exactly as stored.
 
-Both stream by ``COPY (…) TO STDOUT`` (the text never depends on the session's DateStyle
+Interval records are read one system and UTC hour at a time (:func:`_hours`; a run's
+intervals all begin in the UTC hour it begins), as the runs are stored: the server only
+streams the hour's rows of ``measure.interval_run`` (:func:`_run_query`, binary, the
+counters as PostgreSQL's bigint[][] form) in the order of the entity key and measurement
+name, and this module decodes them with NumPy (:func:`_read_hour`), orders the hour's
+records by FROM (then that order), and writes them: CSV lines assembled as NUL-padded
+fixed-width fields whose NULs are dropped (:func:`_hour_csv`, no pyarrow needed), Parquet from
+the same arrays (:func:`_hour_batches`). Every distinct FROM and TO of the hour is formatted
+once by the server's own ``measure.local_iso`` / ``measure.julian_timestamp``
+(:func:`_instants`: an hour has a few dozen), so the text is the server's. The result is byte
+for byte the ``COPY (interval_query) TO STDOUT (FORMAT csv)`` that unpacks the runs on the
+server (:func:`interval_query`, kept as the definition; decoding there cost 4× the time of a
+raw COPY TO of the same rows, bench/RESULTS.md), and Parquet holds the typed query's values
+(tests/core/test_import_export.py compares both for every entity type). Memory: one hour of
+one entity type (a ref16 DISCOPEN hour, 614,640 records, about 150 MB), formatted 65,536 rows
+at a time.
+
+Tiers stream by ``COPY (…) TO STDOUT`` (the text never depends on the session's DateStyle
 or TimeZone): CSV as it comes, Parquet parsed by Arrow's CSV reader a block at a time
-(numeric columns become float64 in Parquet; CSV keeps every digit). Interval records are
-read one UTC hour of runs at a time (:func:`interval_chunks`: each query sorts one hour's
-rows, never the whole range at once). Both read only the public schema ``measure``, so
-the API's role can run them. An export imported into an empty database gives the same tiers
+(numeric columns become float64 in Parquet; CSV keeps every digit). Both read only the public
+schema ``measure`` (``measure.interval_run``, ``entity``, ``measurement``, ``system`` and
+functions granted to measure_api), so the API's role can run them (GET /export uses
+:func:`interval_csv`). An export imported into an empty database gives the same tiers
 (tests/core/test_import_export.py).
 """
 
@@ -251,7 +268,7 @@ def _hours(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: 
 
 # ---------------------------------------------------------------- interval records, decoded here
 
-_ROW_SLICE = 1 << 16  # rows formatted at a time (bounded memory; the arrays stay in the allocator's cache)
+_ROW_SLICE = 1 << 15  # rows formatted at a time (bounded memory; the arrays stay in the allocator's cache)
 _INT8_ARRAY_OID = 1016  # bigint[]
 _ARRAY_ITEM = np.dtype([("len", ">i4"), ("value", ">i8")])  # an element of a binary bigint[]: length, value
 
@@ -277,51 +294,61 @@ class _Hour:
     from_us: np.ndarray
     to_us: np.ndarray
     counter_row: np.ndarray
-    values: np.ndarray  # (counters, intervals), column per counter
+    values: np.ndarray  # (intervals, counters)
     valid: np.ndarray | None
 
 
-def _run_query(ent: EntityDef, lo: datetime, hi: datetime) -> sql.Composed:
-    """The runs of one system (parameter) holding interval records whose FROM lies in [lo, hi)
-    (one UTC hour at most), with what interval_query computes once per run, in the order of
-    its ORDER BY after the FROM: entity key, measurement name."""
-    cols: list[sql.Composable] = [sql.SQL("m.name")]
+def _run_query(ent: EntityDef, system_id: int, lo: datetime, hi: datetime, *,
+               counted: bool = False) -> tuple[sql.Composed, list[str]]:
+    """The runs of one system holding interval records whose FROM lies in [lo, hi) (one UTC
+    hour at most), with what interval_query computes once per run, in the order of its ORDER
+    BY after the FROM (entity key, measurement name); and the columns' types. counted: only
+    each run's n."""
+    cols: list[tuple[sql.Composable, str]] = [(sql.SQL("m.name"), "text")]
     for f in ent.id_fields:
         text = sql.SQL("e.ids->>{}").format(sql.Literal(f))
-        cols.append(sql.SQL("({})::bigint").format(text) if f in _INT_FIELDS else text)
+        cols.append((sql.SQL("({})::bigint").format(text), "int8") if f in _INT_FIELDS else (text, "text"))
     if "cpu" not in ent.id_fields:
-        cols.append(sql.SQL("CASE WHEN r.cpu >= 0 THEN r.cpu END"))
-    cols += [sql.SQL("r.delta_us"), sql.SQL("r.error")]
+        cols.append((sql.SQL("(CASE WHEN r.cpu >= 0 THEN r.cpu END)::bigint"), "int8"))
+    cols += [(sql.SQL("r.delta_us::bigint"), "int8"), (sql.SQL("r.error::bigint"), "int8")]
     if ent.name == "userdef":
-        cols.append(sql.SQL("_measure.user_counter_type(r.measurement_id, e.ids->>'name')"))
-    cols += [sql.SQL("(extract(epoch FROM r.from_at) * 1000000)::bigint"),
-             sql.SQL("measure.run_first(r.from_at, r.delta_us, {}::timestamptz)").format(sql.Literal(lo)),
-             sql.SQL("least(r.n, measure.run_last(r.from_at, r.delta_us, {}::timestamptz))").format(sql.Literal(hi)),
-             sql.SQL("r.n"), sql.SQL("r.counters")]
-    return sql.SQL(
+        cols.append((sql.SQL("_measure.user_counter_type(r.measurement_id, e.ids->>'name')"), "text"))
+    cols += [(sql.SQL("(extract(epoch FROM r.from_at) * 1000000)::bigint"), "int8"),
+             (sql.SQL("measure.run_first(r.from_at, r.delta_us, {}::timestamptz)::bigint").format(sql.Literal(lo)),
+              "int8"),
+             (sql.SQL("least(r.n, measure.run_last(r.from_at, r.delta_us, {}::timestamptz))::bigint").format(
+                 sql.Literal(hi)), "int8"),
+             (sql.SQL("r.n::bigint"), "int8"), (sql.SQL("r.counters"), "int8[]")]
+    if counted:
+        cols = [(sql.SQL("r.n"), "int8")]
+    if counted:
+        cols = [(sql.SQL("r.n"), "int8")]
+    query = sql.SQL(
         "SELECT {cols}\n"
         "  FROM measure.interval_run r\n"
         "  JOIN measure.entity e ON e.entity_id = r.entity_id\n"
         "  JOIN (SELECT measurement_id, name FROM measure.measurement) m ON m.measurement_id = r.measurement_id\n"
-        " WHERE r.type_code = {code} AND r.system_id = %s\n"
+        " WHERE r.type_code = {code} AND r.system_id = {system}\n"
         "   AND r.from_at >= date_bin(INTERVAL '1 hour', {lo}::timestamptz, TIMESTAMPTZ '2000-01-01 00:00:00+00')\n"
         "   AND r.from_at < {hi}::timestamptz\n"
-        " ORDER BY e.key, m.name").format(cols=sql.SQL(", ").join(cols), code=sql.Literal(ent.code),
-                                          lo=sql.Literal(lo), hi=sql.Literal(hi))
+        " ORDER BY e.key, m.name").format(cols=sql.SQL(", ").join(c for c, _ in cols), code=sql.Literal(ent.code),
+                                          system=sql.Literal(system_id), lo=sql.Literal(lo), hi=sql.Literal(hi))
+    return query, [t for _, t in cols]
 
 
-def _decode_counters(data: bytes, n: int, width: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The counters of a run of n intervals (bigint[][] in PostgreSQL's binary form) as
-    (n × width) values and their validity (None: all valid): what ``c[i][p]`` gives for
-    i = 1..n and p = 1..width, NULL past the array's bounds, for a NULL element, and unless
-    the array has two dimensions."""
+def _decode_counters(data: bytes, values: np.ndarray) -> np.ndarray | None:
+    """Decode a run's counters (bigint[][] in PostgreSQL's binary form) into values (zeros,
+    n × width for a run of n intervals) as ``c[i][p]`` gives them for i = 1..n and p =
+    1..width; returns their validity (None: all valid): NULL past the array's bounds, for a
+    NULL element, and unless the array has two dimensions."""
+    n, width = values.shape
     ndim, has_null, _ = struct.unpack_from(">iii", data)
     dims = struct.unpack_from(f">{2 * ndim}i", data, 12)
-    values = np.zeros((n, width), np.int64)
     if ndim != 2:
-        return values, np.zeros((n, width), bool)
+        return np.zeros((n, width), bool)
     rows, first_row, k, first_col = dims
     at = 12 + 8 * ndim
+    present = None
     if has_null:  # elements of varying size (a NULL is its length -1 alone)
         found = np.zeros((rows, k), np.int64)
         present = np.zeros((rows, k), bool)
@@ -333,48 +360,57 @@ def _decode_counters(data: bytes, n: int, width: int) -> tuple[np.ndarray, np.nd
                 present.flat[e] = True
                 at += size
     else:
-        items = np.frombuffer(data, _ARRAY_ITEM, rows * k, at).reshape(rows, k)
-        found, present = items["value"], None
+        found = np.frombuffer(data, _ARRAY_ITEM, rows * k, at).reshape(rows, k)["value"]
     # subscripts i, p of c[i][p] where the array has them (its bounds need not start at 1)
     i0, i1 = max(1, first_row), min(n, first_row + rows - 1)
     p0, p1 = max(1, first_col), min(width, first_col + k - 1)
-    if (i0, i1, p0, p1) == (1, n, 1, width) and present is None:
-        values[:] = found[1 - first_row:n + 1 - first_row, 1 - first_col:width + 1 - first_col]
-        return values, None
-    valid = np.zeros((n, width), bool)
     if i0 <= i1 and p0 <= p1:
         cut = (slice(i0 - first_row, i1 + 1 - first_row), slice(p0 - first_col, p1 + 1 - first_col))
         values[i0 - 1:i1, p0 - 1:p1] = found[cut]
+    if (i0, i1, p0, p1) == (1, n, 1, width) and present is None:
+        return None
+    valid = np.zeros((n, width), bool)
+    if i0 <= i1 and p0 <= p1:
         valid[i0 - 1:i1, p0 - 1:p1] = True if present is None else present[cut]
-    return values, valid
+    return valid
 
 
 def _read_hour(conn: psycopg.Connection, ent: EntityDef, system_id: int, lo: datetime, hi: datetime) -> _Hour:
     """The interval records of one system whose FROM lies in [lo, hi) (within one UTC hour),
     read as their runs (a row per run: the server only streams them) and decoded here."""
     width = len(ent.counters)
-    with conn.cursor(binary=True) as cur:
-        cur.adapters.register_loader(_INT8_ARRAY_OID, _RawLoader)
-        runs = cur.execute(_run_query(ent, lo, hi), (system_id,), binary=True).fetchall()
-    # per run: from (µs), first and last index, the counters; the rest is the run's own values
-    n_runs = len(runs)
-    from0 = np.fromiter((r[-5] for r in runs), np.int64, n_runs)
-    first = np.fromiter((r[-4] for r in runs), np.int64, n_runs)
-    last = np.fromiter((r[-3] for r in runs), np.int64, n_runs)
-    delta = np.fromiter((r[_delta_at(ent)] for r in runs), np.int64, n_runs)
-    blocks, valids, base = [], [], np.zeros(n_runs, np.int64)
+    query, types = _run_query(ent, system_id, lo, hi)
+    # the hour's intervals, to decode the counters in place (grown if runs arrived since)
+    values = np.zeros((int(scalar(conn.execute(sql.SQL("SELECT coalesce(sum(n), 0) FROM ({}) q").format(
+        _run_query(ent, system_id, lo, hi, counted=True)[0]))) or 0), width), np.int64)
+    valid: np.ndarray | None = None
+    runs: list[tuple[Any, ...]] = []
     total = 0
-    for j, r in enumerate(runs):
-        values, valid = _decode_counters(r[-1], r[-2], width)
-        blocks.append(values)
-        valids.append(valid)
-        base[j] = total
-        total += len(values)
-    values = np.concatenate(blocks).T.copy() if blocks else np.zeros((width, 0), np.int64)
-    valid = None
-    if any(v is not None for v in valids):
-        valid = np.concatenate([v if v is not None else np.ones(b.shape, bool)
-                                for b, v in zip(blocks, valids, strict=True)]).T.copy()
+    with conn.cursor() as cur:  # binary COPY: a run at a time, none of them held as bytes
+        cur.adapters.register_loader(_INT8_ARRAY_OID, _RawLoader)
+        with cur.copy(sql.SQL("COPY ({}) TO STDOUT (FORMAT binary)").format(query)) as cp:
+            cp.set_types(types)
+            for row in cp.rows():
+                n = row[-2]
+                if total + n > len(values):
+                    values = np.concatenate([values, np.zeros((max(n, len(values)), width), np.int64)])
+                    if valid is not None:
+                        valid = np.concatenate([valid, np.ones((len(values) - len(valid), width), bool)])
+                run_valid = _decode_counters(row[-1], values[total:total + n])
+                if run_valid is not None:
+                    if valid is None:
+                        valid = np.ones(values.shape, bool)
+                    valid[total:total + n] = run_valid
+                runs.append(row[:-1])
+                total += n
+    # per run: from (µs), first and last index, where its intervals' counters begin
+    n_runs = len(runs)
+    from0 = np.fromiter((r[-4] for r in runs), np.int64, n_runs)
+    first = np.fromiter((r[-3] for r in runs), np.int64, n_runs)
+    last = np.fromiter((r[-2] for r in runs), np.int64, n_runs)
+    delta = np.fromiter((r[_delta_at(ent)] for r in runs), np.int64, n_runs)
+    sizes = np.fromiter((r[-1] for r in runs), np.int64, n_runs)
+    base = np.cumsum(sizes) - sizes
     # a row per interval of [first, last] of each run, ordered by FROM, then the runs' order
     counts = np.maximum(last - first + 1, 0)
     run = np.repeat(np.arange(n_runs), counts)
@@ -382,7 +418,7 @@ def _read_hour(conn: psycopg.Connection, ent: EntityDef, system_id: int, lo: dat
     from_us = from0[run] + (i - 1) * delta[run]
     order = np.lexsort((run, from_us))
     run, i, from_us = run[order], i[order], from_us[order]
-    return _Hour([r[:-5] for r in runs], run, from_us, from_us + delta[run], base[run] + i - 1, values, valid)
+    return _Hour([r[:-4] for r in runs], run, from_us, from_us + delta[run], base[run] + i - 1, values, valid)
 
 
 def _delta_at(ent: EntityDef) -> int:
@@ -448,9 +484,9 @@ def _digits(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
 
 
 def _hour_csv(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str, ent: EntityDef,
-              time_format: str) -> Iterator[bytes]:
-    """The CSV lines of a decoded hour, a slice of rows at a time: each slice a matrix of
-    fixed-width fields (NUL-padded) whose NULs are then dropped."""
+              time_format: str) -> Iterator[tuple[bytes, int]]:
+    """The CSV lines of a decoded hour, a slice of rows at a time (with its number of rows):
+    each slice a matrix of fixed-width fields (NUL-padded) whose NULs are then dropped."""
     n = len(hour.run)
     if not n:
         return
@@ -465,39 +501,47 @@ def _hour_csv(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str
     for s in range(0, n, _ROW_SLICE):
         rows = slice(s, min(s + _ROW_SLICE, n))
         run, counter_row = hour.run[rows], hour.counter_row[rows]
+        values = hour.values[counter_row]
+        valid = None if hour.valid is None else hour.valid[counter_row]
         size = len(run)
         parts = [head[run], times[where[rows]], np.broadcast_to(comma, (size, 1)), times[where[n:][rows]], tail[run]]
         for p in range(len(ent.counters)):
             if p:
                 parts.append(np.broadcast_to(comma, (size, 1)))
-            parts.append(_digits(hour.values[p][counter_row],
-                                 None if hour.valid is None else hour.valid[p][counter_row]))
+            parts.append(_digits(values[:, p], None if valid is None else valid[:, p]))
         parts.append(np.full((size, 1), ord("\n"), np.uint8))
         lines = np.concatenate(parts, axis=1).ravel()
-        yield lines[lines != 0].tobytes()
+        yield lines[lines != 0].tobytes(), size
 
 
-def _hour_arrays(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str, ent: EntityDef,
-                 time_format: str, schema: Any) -> Any:
-    """A decoded hour as an Arrow record batch of `schema` (the typed interval_query's columns)."""
+def _hour_batches(conn: psycopg.Connection, hour: _Hour, system_name: str, zone: str, ent: EntityDef,
+                  time_format: str, schema: Any) -> Iterator[Any]:
+    """A decoded hour as Arrow record batches of `schema` (the typed interval_query's
+    columns), a slice of rows at a time."""
     import pyarrow as pa
 
-    n, run, cut, fields = len(hour.run), pa.array(hour.run), _delta_at(ent), list(schema)
-    cols = [pa.array([system_name] * n, pa.string())]
-    for j in range(cut):
-        cols.append(pa.array([r[j] for r in hour.runs], fields[1 + j].type).take(run))
+    n, cut, fields = len(hour.run), _delta_at(ent), list(schema)
+    per_run = {j: pa.array([r[j] for r in hour.runs], fields[1 + j + 2 * (j >= cut)].type)
+               for j in range(len(fields) - 3 - len(ent.counters))}
     if time_format == "julian":
         at, where = np.unique(np.concatenate([hour.from_us, hour.to_us]), return_inverse=True)
         julian = np.asarray(_instants(conn, at, zone, time_format, True), np.int64)
-        cols += [pa.array(julian[where[:n]]), pa.array(julian[where[n:]])]
+        from_at, to_at = julian[where[:n]], julian[where[n:]]
+        when = pa.int64()
     else:
-        cols += [pa.array(hour.from_us, pa.timestamp("us", tz="UTC")), pa.array(hour.to_us, pa.timestamp("us", tz="UTC"))]
-    for j in range(cut, len(fields) - 3 - len(ent.counters)):
-        cols.append(pa.array([r[j] for r in hour.runs], fields[3 + j].type).take(run))
-    for p in range(len(ent.counters)):
-        mask = None if hour.valid is None else ~hour.valid[p][hour.counter_row]
-        cols.append(pa.array(hour.values[p][hour.counter_row], pa.int64(), mask=mask))
-    return pa.record_batch(cols, schema=schema)
+        from_at, to_at, when = hour.from_us, hour.to_us, pa.timestamp("us", tz="UTC")
+    for s in range(0, n, _ROW_SLICE):
+        rows = slice(s, min(s + _ROW_SLICE, n))
+        run = pa.array(hour.run[rows])
+        values = hour.values[hour.counter_row[rows]].T.copy()  # a column per counter
+        valid = None if hour.valid is None else hour.valid[hour.counter_row[rows]].T
+        cols = [pa.array([system_name] * len(run), pa.string())]
+        cols += [per_run[j].take(run) for j in range(cut)]
+        cols += [pa.array(from_at[rows], when), pa.array(to_at[rows], when)]
+        cols += [per_run[j].take(run) for j in range(cut, len(per_run))]
+        for p in range(len(ent.counters)):
+            cols.append(pa.array(values[p], pa.int64(), mask=None if valid is None else ~valid[p]))
+        yield pa.record_batch(cols, schema=schema)
 
 
 # ---------------------------------------------------------------- writing
@@ -610,22 +654,33 @@ def write_parquet(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.C
     return total
 
 
+def interval_csv(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+                 hi: datetime | None, *, time_format: str = "iso") -> Iterator[bytes]:
+    """The interval records as CSV under their header, chunk by chunk, byte for byte what
+    COPY of interval_query writes: an hour of runs at a time read as they are stored and
+    decoded here (:func:`_read_hour`), the numbers formatted here (:func:`_hour_csv`)."""
+    for data, _ in _interval_csv(conn, ent, system_ids, lo, hi, time_format):
+        yield data
+
+
+def _interval_csv(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
+                  hi: datetime | None, time_format: str) -> Iterator[tuple[bytes, int]]:
+    """interval_csv's chunks with the rows each holds."""
+    yield (",".join(interval_header(ent)) + "\n").encode(), 0  # (the names need no quoting)
+    for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
+        yield from _hour_csv(conn, _read_hour(conn, ent, sid, first, last), name, zone, ent, time_format)
+
+
 def write_interval_csv(conn: psycopg.Connection, ent: EntityDef, system_ids: list[int], lo: datetime | None,
                        hi: datetime | None, out: BinaryIO, progress: Callable[[int], None] | None = None, *,
                        time_format: str = "iso") -> int:
-    """The interval records as CSV under their header, byte for byte what COPY of
-    interval_query writes: an hour of runs at a time read as they are stored and decoded
-    here (:func:`_read_hour`), the numbers formatted here; returns the rows written."""
-    head = (",".join(interval_header(ent)) + "\n").encode()  # (the names need no quoting)
-    out.write(head)
+    """interval_csv into out; returns the rows written."""
     total = 0
-    for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
-        hour = _read_hour(conn, ent, sid, first, last)
-        for data in _hour_csv(conn, hour, name, zone, ent, time_format):
-            out.write(data)
-            if progress:
-                progress(len(data))
-        total += len(hour.run)
+    for data, rows in _interval_csv(conn, ent, system_ids, lo, hi, time_format):
+        out.write(data)
+        total += rows
+        if progress:
+            progress(len(data))
     return total
 
 
@@ -642,13 +697,11 @@ def write_interval_parquet(conn: psycopg.Connection, ent: EntityDef, system_ids:
     with pq.ParquetWriter(out, schema) as writer:
         for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
             hour = _read_hour(conn, ent, sid, first, last)
-            batch = _hour_arrays(conn, hour, name, zone, ent, time_format, schema)
-            for s in range(0, batch.num_rows, _ROW_SLICE):
-                part = batch.slice(s, _ROW_SLICE)
-                writer.write_batch(part)
-                total += part.num_rows
+            for batch in _hour_batches(conn, hour, name, zone, ent, time_format, schema):
+                writer.write_batch(batch)
+                total += batch.num_rows
                 if progress:
-                    progress(part.num_rows)
+                    progress(batch.num_rows)
     return total
 
 
