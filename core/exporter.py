@@ -25,8 +25,9 @@ for byte the ``COPY (interval_query) TO STDOUT (FORMAT csv)`` that unpacks the r
 server (:func:`interval_query`, kept as the definition; decoding there cost 4× the time of a
 raw COPY TO of the same rows, bench/RESULTS.md), and Parquet holds the typed query's values
 (tests/core/test_import_export.py compares both for every entity type). Memory: one hour of
-one entity type (a ref16 DISCOPEN hour, 614,640 records, about 150 MB), formatted 65,536 rows
-at a time.
+one entity type at a time (a ref16 DISCOPEN hour: 614,640 records, their counters 74 MB),
+formatted 32,768 rows at a time (peak RSS of `measuredb export` of ref16 hours: about 250 MB
+as CSV, 280 MB as Parquet; bench/bench_transfer.py).
 
 Tiers stream by ``COPY (…) TO STDOUT`` (the text never depends on the session's DateStyle
 or TimeZone): CSV as it comes, Parquet parsed by Arrow's CSV reader a block at a time
@@ -547,21 +548,11 @@ def _hour_batches(conn: psycopg.Connection, hour: _Hour, system_name: str, zone:
 # ---------------------------------------------------------------- writing
 
 
-def write_csv(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.Composed], out: BinaryIO,
-              progress: Callable[[int], None] | None = None, *, header: Sequence[str] = ()) -> int:
-    """COPY the query's rows (or the rows of several queries, one after the other, under
-    `header`) as CSV with a header into out; returns the rows written."""
-    if isinstance(query, sql.Composed):
-        return _copy_csv(conn, query, out, progress, with_header=True)
-    out.write((",".join(header) + "\n").encode())  # (the names need no quoting: interval_header)
-    return sum(_copy_csv(conn, q, out, progress, with_header=False) for q in query)
-
-
-def _copy_csv(conn: psycopg.Connection, query: sql.Composed, out: BinaryIO,
-              progress: Callable[[int], None] | None, *, with_header: bool) -> int:
+def write_csv(conn: psycopg.Connection, query: sql.Composed, out: BinaryIO,
+              progress: Callable[[int], None] | None = None) -> int:
+    """COPY the query's rows as CSV with a header into out; returns the rows written."""
     with conn.cursor() as cur:
-        with cur.copy(sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv{})").format(
-                query, sql.SQL(", HEADER" if with_header else ""))) as cp:
+        with cur.copy(sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER)").format(query)) as cp:
             for data in cp:
                 out.write(data)
                 if progress:
@@ -615,11 +606,10 @@ class _CopyStream(io.RawIOBase):
 _TIMES = ("timestamptz", "timestamp with time zone", "timestamp without time zone")
 
 
-def write_parquet(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.Composed], names: list[str],
+def write_parquet(conn: psycopg.Connection, query: sql.Composed, names: list[str],
                   types: list[str], out: BinaryIO, progress: Callable[[int], None] | None = None) -> int:
-    """The query's rows (or those of several queries, one after the other) as a Parquet file;
-    returns the rows written. The rows travel as CSV (COPY) and Arrow's reader parses them,
-    a block at a time: instants as integer microseconds (exact), numbers as their text,
+    """The query's rows as a Parquet file (the tiers); returns the rows written. The rows
+    travel as CSV (COPY) and Arrow's reader parses them, a block at a time: instants as integer microseconds (exact), numbers as their text,
     NULL (unquoted empty) apart from the empty string (quoted)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -638,19 +628,17 @@ def write_parquet(conn: psycopg.Connection, query: sql.Composed | Iterator[sql.C
     options = pacsv.ConvertOptions(column_types=read, null_values=[""], strings_can_be_null=True,
                                    quoted_strings_can_be_null=False, true_values=["t"], false_values=["f"])
     total = 0
-    with pq.ParquetWriter(out, schema) as writer:
-        for q in [query] if isinstance(query, sql.Composed) else query:
-            copy = sql.SQL("COPY (SELECT {} FROM ({}) x) TO STDOUT (FORMAT csv)").format(sql.SQL(", ").join(cols), q)
-            with conn.cursor() as cur, cur.copy(copy) as cp:
-                reader = pacsv.open_csv(_CopyStream(iter(cp)), read_options=pacsv.ReadOptions(
-                    column_names=names, block_size=1 << 22), convert_options=options)
-                for batch in reader:
-                    arrays = [c.cast(schema.field(i).type) if c.type != schema.field(i).type else c
-                              for i, c in enumerate(batch.columns)]
-                    writer.write_batch(pa.record_batch(arrays, schema=schema))
-                    total += batch.num_rows
-                    if progress:
-                        progress(batch.num_rows)
+    copy = sql.SQL("COPY (SELECT {} FROM ({}) x) TO STDOUT (FORMAT csv)").format(sql.SQL(", ").join(cols), query)
+    with pq.ParquetWriter(out, schema) as writer, conn.cursor() as cur, cur.copy(copy) as cp:
+        reader = pacsv.open_csv(_CopyStream(iter(cp)), read_options=pacsv.ReadOptions(
+            column_names=names, block_size=1 << 22), convert_options=options)
+        for batch in reader:
+            arrays = [c.cast(schema.field(i).type) if c.type != schema.field(i).type else c
+                      for i, c in enumerate(batch.columns)]
+            writer.write_batch(pa.record_batch(arrays, schema=schema))
+            total += batch.num_rows
+            if progress:
+                progress(batch.num_rows)
     return total
 
 
@@ -696,8 +684,9 @@ def write_interval_parquet(conn: psycopg.Connection, ent: EntityDef, system_ids:
     total = 0
     with pq.ParquetWriter(out, schema) as writer:
         for sid, name, zone, first, last in _hours(conn, ent, system_ids, lo, hi):
-            hour = _read_hour(conn, ent, sid, first, last)
-            for batch in _hour_batches(conn, hour, name, zone, ent, time_format, schema):
+            # (the hour held only while it is written: not beside the next one)
+            for batch in _hour_batches(conn, _read_hour(conn, ent, sid, first, last), name, zone, ent,
+                                       time_format, schema):
                 writer.write_batch(batch)
                 total += batch.num_rows
                 if progress:
