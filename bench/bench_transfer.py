@@ -154,10 +154,11 @@ def raw_copy(admin: str, files: list[Path], out: Path) -> tuple[float, float, in
 
 
 def transfer_ratios(admin: str, source_url: str, work: Path, *, system: str = "\\REF16",
-                    lo: str | None = None, hi: str | None = None) -> Transfer:
+                    lo: str | None = None, hi: str | None = None, imports: bool = True) -> Transfer:
     """Export the interval records of `system` in [lo, hi) from source_url (CSV and Parquet),
     import them into empty databases of the same server (`admin`: its maintenance database's
-    URL) and COPY the same rows into and out of bare tables; work holds the files."""
+    URL; not with imports=False) and COPY the same rows into and out of bare tables; work
+    holds the files."""
     r = Transfer()
     env = {k: v for k, v in os.environ.items() if k != "MEASUREDB_DATA_DIR"}
     window = [*(["--from", lo] if lo else []), *(["--to", hi] if hi else [])]
@@ -168,6 +169,8 @@ def transfer_ratios(admin: str, source_url: str, work: Path, *, system: str = "\
     csvs = sorted(p for p in (work / "csv").glob("*.csv"))
     r.files, r.csv_bytes = len(csvs), sum(p.stat().st_size for p in csvs)
     r.raw_copy_from, r.raw_copy_to, r.rows = raw_copy(admin, csvs, work / "raw-out.csv")
+    if not imports:
+        return r
     for name, args in (("CSV, the folder", [[str(work / "csv")]]),
                        ("CSV, one file at a time",
                         [[str(work / "csv" / "configuration.json")], *([str(p)] for p in csvs)]),
@@ -207,6 +210,7 @@ def main() -> None:
     ap.add_argument("--source", help="database on that server already holding the ref16 day from --start "
                                      "(no backfill)")
     ap.add_argument("--start", help="first local day of the ref16 data (default: two days ago)")
+    ap.add_argument("--no-import", action="store_true", help="exports and the raw COPY only")
     a = ap.parse_args()
     server = None
     if a.url:
@@ -226,7 +230,8 @@ def main() -> None:
                                   "--start", lo.date().isoformat(), "--seed", str(a.seed)], env)
         hi = lo + timedelta(hours=a.hours)
         with tempfile.TemporaryDirectory(prefix="bench-transfer-") as tmp:
-            r = transfer_ratios(admin, source, Path(tmp), lo=lo.isoformat(), hi=hi.isoformat())
+            r = transfer_ratios(admin, source, Path(tmp), lo=lo.isoformat(), hi=hi.isoformat(),
+                                imports=not a.no_import)
         if a.source is None:
             drop_database(admin, "bench_transfer_source")
     finally:

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from api.db import driver, psycopg_connection
 from api.errors import InvalidInput, NotFound
 from api.io.schemas import ImportRead
-from core.exporter import ExportError, ExportSpec, interval_query, plan, systems_of, tier_query
+from core.exporter import ExportError, ExportSpec, interval_csv, plan, systems_of, tier_query
 from core.importer import ImportFailed, csv_rows, import_rows
 
 
@@ -72,13 +72,13 @@ def stream_export(engine: Engine, spec: ExportSpec, system_ids: list[int], lo: d
     try:
         conn = driver(raw)
         if spec.kind == "interval":
-            query, _ = interval_query(spec.entity, system_ids, lo, hi, time_format=time_format)
+            yield from interval_csv(conn, spec.entity, system_ids, lo, hi, time_format=time_format)
         else:
             query, _, _ = tier_query(conn, spec.entity, spec.kind, system_ids, lo, hi)
-        with conn.cursor() as cur, cur.copy(
-                sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER)").format(query)) as cp:
-            for data in cp:
-                yield bytes(data)
+            with conn.cursor() as cur, cur.copy(
+                    sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER)").format(query)) as cp:
+                for data in cp:
+                    yield bytes(data)
         raw.rollback()
     finally:
         raw.close()
