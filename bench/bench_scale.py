@@ -515,7 +515,8 @@ def profile(runs: dict[str, dict], sim_s: float) -> None:
             print(f"| {label} | " + " | ".join(f"{runs[n]['stats'].get(key, 0) / unit:,.0f}" for n in names) + " |")
 
 
-WRITER_THREAD = ("write: slice (all)", "condense: hours marked", "checkpoint file")
+# the writer thread's phases (pipelined runs); "condense: analyze" is a part of "condense: hours marked"
+WRITER_THREAD = ("write: slice (all)", "condense: hours marked", "condense: analyze", "checkpoint file")
 
 
 def main_thread_s(name: str, phases: dict[str, tuple[float, float]]) -> float:

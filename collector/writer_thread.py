@@ -16,11 +16,13 @@ What stays as it was:
   resumes from the newest checkpoint whose data the database holds).
 * Condensing: a backfill's slices only mark the hours they bring (``_measure.tier_dirty``);
   a ``condense`` job after each hour's slice condenses the marked hours of the system once
-  the slice has committed (in the slice's own transaction an hour cost 2 s, after it 0.8 s:
-  issue 31; six hours at once from partitions not yet analyzed cost more than six one by
-  one: bench/RESULTS.md), and the backfill ends with one, so it returns with every tier
-  current. Hours marked but not condensed when a backfill dies stay marked and the next
-  condensing pass takes them.
+  the slice has committed, after an ANALYZE of the run partitions holding them (of the
+  columns condensing filters and joins on: ``_measure.analyze_dirty_runs``). Planned on the
+  statistics of a partition that had none of its newest hours, a freshly written ref16 hour
+  took 3-4 s to condense (DISCOPEN's join estimated at one row), after the ANALYZE (0.3 s)
+  well under 1 s (bench/RESULTS.md, issue 31). The backfill ends with one, so it returns
+  with every tier current. Hours marked but not condensed when a backfill dies stay marked
+  and the next condensing pass takes them.
 
 A failed job ends the thread; the error is raised in the collector's thread at its next
 call. Leaving the ``with`` block waits for the jobs given so far.
@@ -162,6 +164,10 @@ class WriterThread:
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = psycopg.connect(self.writer.url, connect_timeout=3, autocommit=True)
+            # the statistics of the partitions just written first (committed, so the plans
+            # of the condensing below see them; 021-condense.sql, _measure.analyze_dirty_runs)
+            with self.phases("condense: analyze"):
+                self._conn.execute("SELECT _measure.analyze_dirty_runs(%s::smallint)", (system_id,))
             self._conn.execute("SELECT _measure.condense(%s::smallint, 1000000, false)", (system_id,))
         except psycopg.Error as exc:  # the next pass (or the end of the backfill) does them
             if not isinstance(exc, DATABASE_AWAY) and not rolled_back_by_conflict(exc):

@@ -96,6 +96,36 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.condense(smallint, integer, boolean) TO measure_writer;
 
+-- The planner's statistics of the run partitions (or chunks) holding the system's dirty
+-- hours, before a backfill condenses them: a partition written moments before has none, or
+-- none of its newest hours (autovacuum analyses a table only after its rows are committed,
+-- and later), and planned on those, condensing one freshly written hour of ref16 took 3-4 s
+-- (DISCOPEN alone 7-16 s: a nested loop over 2,560 × 5,144 rows estimated at 1 × 1), after
+-- this 0.5-1 s (bench/RESULTS.md, issue 31). Only the columns the condensing queries filter
+-- and join on: the counter arrays, detoasted for their statistics, made an ANALYZE of a
+-- ref16 day's partition cost 5-6 s instead of 0.3 s. Returns how many were analysed.
+-- SECURITY DEFINER: ANALYZE needs the tables' owner (or MAINTAIN), not a writer's grants.
+CREATE OR REPLACE FUNCTION _measure.analyze_dirty_runs(p_system smallint)
+RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_part regclass;
+    v_n integer := 0;
+BEGIN
+    FOR v_part IN SELECT p.part FROM _measure.run_parts() p
+                   WHERE NOT p.compressed
+                     AND EXISTS (SELECT 1 FROM _measure.tier_dirty d
+                                  WHERE d.system_id = p_system
+                                    AND (p.lo IS NULL OR d.hour_at >= p.lo) AND (p.hi IS NULL OR d.hour_at < p.hi)) LOOP
+        EXECUTE format('ANALYZE %s (system_id, type_code, measurement_id, entity_id, record_at, from_at, nonzero)',
+                       v_part);
+        v_n := v_n + 1;
+    END LOOP;
+    RETURN v_n;
+END
+$$;
+REVOKE ALL ON FUNCTION _measure.analyze_dirty_runs(smallint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION _measure.analyze_dirty_runs(smallint) TO measure_writer;
+
 -- Mark a period dirty again and condense it (after editing _measure.shift, say); returns the
 -- hours condensed. Hours before the retention horizons keep what they have (see
 -- _measure.condense_upper).

@@ -262,6 +262,8 @@ def test_a_pipelined_backfill_answers_as_one_written_slice_by_slice(fresh_databa
         c.build()
         c.backfill(until, pipelined=pipelined)
         assert c.writer.durable_until_us == until and c.writer.condense  # (marked only while it ran)
+        # the partitions of the marked hours analysed before each pass (writer_thread.py)
+        assert ("condense: analyze" in c.phases.seconds) is pipelined
         c.condense_months()
         c.close()
         (ckpt,) = (tmp_path / str(pipelined) / "checkpoints").glob("*.pickle")

@@ -278,6 +278,36 @@ def test_each_slice_condenses_its_hours_into_the_tiers(target: str, tmp_path: Pa
         assert c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone()[0] == 0
 
 
+def test_the_partitions_of_marked_hours_are_analysed_on_the_columns_condensing_reads(target: str,
+                                                                                   tmp_path: Path) -> None:
+    """Before a backfill condenses the hours it marked, the run partitions (chunks) holding
+    them get statistics (_measure.analyze_dirty_runs; planned without, a fresh ref16 hour
+    took 3-4 s: issue 31): of the columns condensing filters and joins on, not the counter
+    arrays; no partition when no hour is marked, or for another system."""
+    node, mon, pipe, writer = run(target, tmp_path)
+    writer.condense = False  # marked only, as a backfill's slices are
+    for sl in slices(mon, pipe, 30):
+        writer.flush(sl)
+    with psycopg.connect(target, autocommit=True) as c:
+        sid = c.execute("SELECT system_id FROM _measure.system WHERE system_name = '\\SINK'").fetchone()[0]
+        parts = [p for (p,) in c.execute("SELECT part FROM _measure.run_parts()")]
+        assert len(parts) == 1 and c.execute("SELECT count(*) FROM _measure.tier_dirty").fetchone() == (1,)
+        counts = "SELECT pg_stat_get_analyze_count(%s::regclass), pg_stat_get_autoanalyze_count(%s::regclass)"
+        assert c.execute(counts, (parts[0], parts[0])).fetchone()[0] == 0
+        assert c.execute("SELECT _measure.analyze_dirty_runs(%s::smallint)", (sid + 1,)).fetchone() == (0,)
+        assert c.execute("SELECT _measure.analyze_dirty_runs(%s::smallint)", (sid,)).fetchone() == (1,)
+        analysed, auto = c.execute(counts, (parts[0], parts[0])).fetchone()
+        assert analysed == 1
+        columns = {a for (a,) in c.execute("SELECT s.attname FROM pg_stats s JOIN pg_class t ON t.relname = s.tablename"
+                                           " JOIN pg_namespace n ON n.oid = t.relnamespace AND n.nspname = s.schemaname"
+                                           " WHERE t.oid = %s::regclass", (parts[0],))}
+        assert {"system_id", "type_code", "measurement_id", "entity_id", "record_at", "from_at"} <= columns
+        assert auto > 0 or "counters" not in columns  # (autovacuum's own ANALYZE takes every column)
+        c.execute("SELECT _measure.condense(%s::smallint, 1000000, false)", (sid,))
+        assert c.execute("SELECT _measure.analyze_dirty_runs(%s::smallint)", (sid,)).fetchone() == (0,)
+        assert c.execute(counts, (parts[0], parts[0])).fetchone()[0] == 1
+
+
 # ---------------------------------------------------------------- the spool holds data, never code
 
 class _Boom:
