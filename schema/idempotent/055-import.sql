@@ -104,8 +104,8 @@ BEGIN
             lines        bigint[] NOT NULL    -- [interval]
         ) ON COMMIT DROP;
         CREATE TEMP TABLE _import_entity (entity_id bigint NOT NULL, system_id smallint NOT NULL,
-                                          type_code smallint NOT NULL, key text NOT NULL, ids jsonb NOT NULL,
-                                          cpu smallint NOT NULL, first_us bigint NOT NULL) ON COMMIT DROP;
+                                          type_code smallint NOT NULL, key text NOT NULL, ids jsonb NOT NULL)
+            ON COMMIT DROP;
         CREATE TEMP TABLE _import_names (meas smallint NOT NULL, system_id smallint NOT NULL, name text NOT NULL,
                                          first_line bigint NOT NULL) ON COMMIT DROP;
     ELSE
@@ -217,6 +217,38 @@ BEGIN
         TRUNCATE pg_temp._import_run, pg_temp._import_entity, pg_temp._import_names;
         RETURN NULL;
     END IF;
+    -- a run of an hour the client sent in pieces (more rows than it holds at once): one run,
+    -- as the collector's rule makes it (unless that would pass a run's 32,767 intervals)
+    IF EXISTS (SELECT 1 FROM pg_temp._import_run
+                GROUP BY system_id, meas, entity_id, _measure.hour_of(from_at) HAVING count(*) > 1) THEN
+        CREATE TEMP TABLE _import_run_joined ON COMMIT DROP AS
+        WITH x AS (
+            SELECT r.*, (lag(r.from_at + r.n * r.delta_us * INTERVAL '1 microsecond') OVER w IS DISTINCT FROM r.from_at
+                         OR lag(r.delta_us) OVER w <> r.delta_us OR lag(r.cpu) OVER w <> r.cpu
+                         OR lag(r.error) OVER w <> r.error
+                         OR _measure.hour_of(lag(r.from_at) OVER w) <> _measure.hour_of(r.from_at)) AS brk
+              FROM pg_temp._import_run r
+            WINDOW w AS (PARTITION BY r.system_id, r.meas, r.entity_id ORDER BY r.from_at)),
+        g AS (
+            SELECT x.*, count(*) FILTER (WHERE x.brk) OVER (PARTITION BY x.system_id, x.meas, x.entity_id
+                                                            ORDER BY x.from_at) AS grp
+              FROM x)
+        SELECT g.system_id, min(g.type_code) AS type_code, g.meas, g.entity_id, min(g.from_at) AS from_at,
+               min(g.delta_us) AS delta_us, sum(g.n) AS n, min(g.cpu) AS cpu, min(g.error) AS error,
+               _measure.array_cat_agg(g.counters ORDER BY g.from_at) AS counters,
+               CASE WHEN count(g.nonzero) = count(*) THEN bit_or(g.nonzero) END AS nonzero,
+               _measure.array_cat_agg(g.lines ORDER BY g.from_at) AS lines
+          FROM g
+         GROUP BY g.system_id, g.meas, g.entity_id, g.grp;
+        IF NOT EXISTS (SELECT 1 FROM pg_temp._import_run_joined WHERE n > 32767) THEN
+            TRUNCATE pg_temp._import_run;
+            INSERT INTO pg_temp._import_run (system_id, type_code, meas, entity_id, from_at, delta_us, n, cpu, error,
+                                             counters, nonzero, lines)
+            SELECT system_id, type_code, meas, entity_id, from_at, delta_us, n, cpu, error, counters, nonzero, lines
+              FROM pg_temp._import_run_joined;
+        END IF;
+        DROP TABLE pg_temp._import_run_joined;
+    END IF;
     PERFORM _measure.import_new_measurements();
     SELECT coalesce(jsonb_agg(jsonb_build_object('system_id', system_id, 'name', name,
                                                  'measurement_id', measurement_id, 'created', created)
@@ -226,12 +258,13 @@ BEGIN
         RETURN jsonb_build_object('rows', v_rows, 'stored', 0, 'unchanged', 0, 'duplicates', 0, 'hours', 0,
                                   'measurements', v_meas, 'systems', to_jsonb(v_systems));
     END IF;
-    -- new entities (when each was first seen in the file)
+    -- new entities (when each was first seen in the file, with the CPU of that interval)
     INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)
-    SELECT entity_id, system_id, type_code, key, ids, CASE WHEN cpu >= 0 THEN cpu END,
-           _measure.us_to_timestamptz(first_us)
-      FROM pg_temp._import_entity
-     ORDER BY entity_id
+    SELECT e.entity_id, e.system_id, e.type_code, e.key, e.ids, CASE WHEN f.cpu >= 0 THEN f.cpu END, f.from_at
+      FROM pg_temp._import_entity e
+      JOIN (SELECT DISTINCT ON (entity_id) entity_id, cpu, from_at FROM pg_temp._import_run
+             ORDER BY entity_id, from_at) f ON f.entity_id = e.entity_id
+     ORDER BY e.entity_id
     ON CONFLICT DO NOTHING;
     -- the hours written (condensed by measure.import_condense after the last file)
     IF to_regclass('pg_temp._import_hours') IS NULL THEN
