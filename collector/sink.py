@@ -43,14 +43,13 @@ from collector.phases import Phases
 from collector.slice import Slice, SpoolFileError, decode, encode
 from core.catalog import Catalog
 from core.entities import entity_id, entity_key
+from core.pgbinary import COPY_HEADER, COPY_TRAILER, INT8_OID, PG_EPOCH_US
+from core.pgbinary import array_fields as _array_fields
+from core.pgbinary import fill_array as _fill_array
 
 log = logging.getLogger(__name__)
 
-PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 UTC, PostgreSQL's binary timestamp origin
 HOUR_US = 3_600_000_000
-INT8_OID = 20
-COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
-COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
 
 COPY_COLUMNS = ("measurement_id", "entity_id", "record_at", "copy_at", "copy_kind", "system_id",
                 "type_code", "cpu", "error", "counters")
@@ -127,29 +126,6 @@ def encode_rows(columns: tuple[str, ...], data: dict[str, Any], counters: np.nda
     rows["elems"]["len"] = 8
     rows["elems"]["val"] = counters
     return rows.tobytes()
-
-
-def _array_fields(name: str, dims: tuple[int, ...]) -> list[tuple[Any, ...]]:
-    """A bigint array column of fixed shape in binary COPY: length, header, dims, elements."""
-    fields: list[tuple[Any, ...]] = [(name + "_len", ">i4"), (name + "_ndim", ">i4"),
-                                     (name + "_hasnull", ">i4"), (name + "_oid", ">i4")]
-    for d in range(len(dims)):
-        fields += [(f"{name}_dim{d}", ">i4"), (f"{name}_lb{d}", ">i4")]
-    count = int(np.prod(dims))
-    fields.append((name, [("len", ">i4"), ("val", ">i8")], (count,)))
-    return fields
-
-
-def _fill_array(rows: np.ndarray, name: str, dims: tuple[int, ...], values: np.ndarray) -> None:
-    count = int(np.prod(dims))
-    rows[name + "_len"] = 12 + 8 * len(dims) + 12 * count
-    rows[name + "_ndim"] = len(dims)
-    rows[name + "_oid"] = INT8_OID
-    for d, size in enumerate(dims):
-        rows[f"{name}_dim{d}"] = size
-        rows[f"{name}_lb{d}"] = 1
-    rows[name]["len"] = 8
-    rows[name]["val"] = values.reshape(len(rows), count)
 
 
 @dataclass

@@ -3,10 +3,15 @@
 -- core/exporter.py).
 --
 -- An import is one transaction:
---   _measure.import_begin()            the staging table pg_temp._import_in (dropped at commit)
---   rows into pg_temp._import_in       by COPY (the CLI, as the schema owner) or by
---                                      measure.import_stage(...) (the API: SECURITY DEFINER)
---   _measure.import_store(max, check)  checks the staged rows against each other and against
+--   _measure.import_begin()            the staging tables (pg_temp._import_in, _import_run …;
+--                                      dropped at commit)
+--   runs into pg_temp._import_run      by binary COPY (the CLI, as the schema owner: the rows
+--                                      encoded as runs by core/importer.py _RunStager), or rows
+--                                      into pg_temp._import_in by measure.import_stage(...)
+--                                      (the API: SECURITY DEFINER)
+--   _measure.import_store(max, check)  stores the runs as they are when nothing needs a closer
+--                                      look (_measure.import_store_runs: a first import), else
+--                                      checks the staged rows against each other and against
 --                                      what is stored, then stores them (below); raises SQLSTATE
 --                                      22023 with the bad rows as JSON in DETAIL, so a bad file
 --                                      stores nothing
@@ -81,11 +86,217 @@ BEGIN
     ELSE
         TRUNCATE pg_temp._import_in;
     END IF;
+    -- or the same rows as runs (the CLI: core/importer.py _RunStager), the lines of each run's
+    -- intervals beside its counters, with their entities and measurements (meas: a number)
+    IF to_regclass('pg_temp._import_run') IS NULL THEN
+        CREATE TEMP TABLE _import_run (
+            system_id    smallint NOT NULL,
+            type_code    smallint NOT NULL,
+            meas         smallint NOT NULL,   -- pg_temp._import_names.meas
+            entity_id    bigint NOT NULL,
+            from_at      timestamptz NOT NULL,
+            delta_us     bigint NOT NULL,
+            n            smallint NOT NULL,
+            cpu          smallint NOT NULL,   -- -1: none
+            error        smallint NOT NULL,
+            counters     bigint[] NOT NULL,   -- [interval][counter]
+            nonzero      bigint,
+            lines        bigint[] NOT NULL    -- [interval]
+        ) ON COMMIT DROP;
+        CREATE TEMP TABLE _import_entity (entity_id bigint NOT NULL, system_id smallint NOT NULL,
+                                          type_code smallint NOT NULL, key text NOT NULL, ids jsonb NOT NULL)
+            ON COMMIT DROP;
+        CREATE TEMP TABLE _import_names (meas smallint NOT NULL, system_id smallint NOT NULL, name text NOT NULL,
+                                         first_line bigint NOT NULL) ON COMMIT DROP;
+    ELSE
+        TRUNCATE pg_temp._import_run, pg_temp._import_entity, pg_temp._import_names;
+    END IF;
 END
 $$;
 GRANT EXECUTE ON FUNCTION _measure.import_begin() TO measure_writer;
 
 -- ---------------------------------------------------------------- checking and storing
+
+-- The measurements of pg_temp._import_meas (system_id, name, first_line, measurement_id,
+-- created) without an id yet: new stopped ones, in the order the file names them first (an
+-- export lists its rows by time).
+CREATE OR REPLACE FUNCTION _measure.import_new_measurements()
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_id integer;
+    v_r record;
+BEGIN
+    FOR v_r IN SELECT system_id, name FROM pg_temp._import_meas WHERE measurement_id IS NULL
+                ORDER BY first_line LOOP
+        INSERT INTO _measure.measurement (system_id, name, contab, source, state, state_detail)
+        VALUES (v_r.system_id, v_r.name, '{"descriptors": [], "counters": []}',
+                'measuredb import: interval records loaded from a file', 'stopped',
+                'imported interval records (never run by the collector)')
+        RETURNING measurement_id INTO v_id;
+        UPDATE pg_temp._import_meas SET measurement_id = v_id, created = true
+         WHERE system_id = v_r.system_id AND name = v_r.name;
+    END LOOP;
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.import_new_measurements() TO measure_writer;
+
+-- The runs staged in pg_temp._import_run, stored as they are when nothing needs a closer
+-- look: no two runs of one counter record overlap (a row repeated in the file is such an
+-- overlap), no entity is stored under another id, no USERDEF TYPE, and no interval of those
+-- counter records is stored around the file's range (re-importing, or data from elsewhere).
+-- Then the work is set operations on runs (about 60 intervals each): no row is unpacked,
+-- sorted or compared. Otherwise the runs are unpacked into pg_temp._import_in (every
+-- interval with its line) for the checks of _measure.import_store, and NULL is returned.
+-- Either way the result is the same: the intervals stored as runs by the collector's rule,
+-- the same entities, measurements and hours.
+CREATE OR REPLACE FUNCTION _measure.import_store_runs(p_check_only boolean)
+RETURNS jsonb LANGUAGE plpgsql SET work_mem = '256MB' AS $$
+DECLARE
+    v_type smallint;
+    v_rows bigint;
+    v_hours bigint;
+    v_lo timestamptz;
+    v_hi timestamptz;
+    v_last timestamptz;
+    v_slack interval;
+    v_systems smallint[];
+    v_meas jsonb;
+    v_simple boolean;
+BEGIN
+    IF to_regclass('pg_temp._import_run') IS NULL OR NOT EXISTS (SELECT 1 FROM pg_temp._import_run) THEN
+        RETURN NULL;
+    END IF;
+    ANALYZE pg_temp._import_run;
+    ANALYZE pg_temp._import_entity;
+    ANALYZE pg_temp._import_names;
+    SELECT min(type_code), sum(n), min(from_at), max(from_at + n * delta_us * INTERVAL '1 microsecond'),
+           max(from_at + (n - 1) * delta_us * INTERVAL '1 microsecond'), array_agg(DISTINCT system_id),
+           greatest(max(delta_us) * INTERVAL '1 microsecond', INTERVAL '1 day')
+      INTO v_type, v_rows, v_lo, v_hi, v_last, v_systems, v_slack FROM pg_temp._import_run;
+    IF to_regclass('pg_temp._import_meas') IS NOT NULL THEN DROP TABLE pg_temp._import_meas; END IF;
+    CREATE TEMP TABLE _import_meas ON COMMIT DROP AS
+    SELECT x.system_id, x.name, x.first_line, x.meas,
+           (SELECT min(m.measurement_id) FROM _measure.measurement m
+             WHERE m.system_id = x.system_id AND upper(m.name) = x.name) AS measurement_id,
+           false AS created
+      FROM (SELECT system_id, upper(name) AS name, min(first_line) AS first_line, min(meas) AS meas
+              FROM pg_temp._import_names GROUP BY 1, 2) x;
+    v_simple := NOT EXISTS (  -- two numbers of one measurement (the client gives one a name)
+                    SELECT 1 FROM pg_temp._import_names GROUP BY system_id, upper(name) HAVING count(*) > 1)
+        AND NOT EXISTS (  -- an entity stored under another id
+                    SELECT 1 FROM pg_temp._import_entity i
+                      JOIN _measure.entity e ON e.system_id = i.system_id AND e.type_code = i.type_code
+                                            AND e.key = i.key AND e.entity_id <> i.entity_id)
+        AND NOT EXISTS (  -- runs of one counter record that overlap
+                    SELECT 1 FROM (SELECT r.from_at, lag(r.from_at + r.n * r.delta_us * INTERVAL '1 microsecond')
+                                                         OVER w AS p_to
+                                     FROM pg_temp._import_run r
+                                   WINDOW w AS (PARTITION BY r.system_id, r.meas, r.entity_id ORDER BY r.from_at)) x
+                     WHERE x.p_to > x.from_at)
+        AND NOT EXISTS (  -- stored intervals of those counter records around the file's range
+                    SELECT 1 FROM _measure.interval_run r
+                      JOIN (SELECT DISTINCT m.measurement_id, i.entity_id
+                              FROM pg_temp._import_run i JOIN pg_temp._import_meas m ON m.meas = i.meas
+                             WHERE m.measurement_id IS NOT NULL) p
+                        ON p.measurement_id = r.measurement_id AND p.entity_id = r.entity_id
+                     WHERE r.system_id = ANY (v_systems) AND r.type_code = v_type
+                       AND r.from_at >= _measure.hour_of(v_lo) - v_slack AND r.from_at < v_hi);
+    IF NOT v_simple THEN
+        DROP TABLE pg_temp._import_meas;
+        INSERT INTO pg_temp._import_in (line, system_id, measurement, type_code, entity_id, key, ids, cpu,
+                                        from_us, to_us, delta_us, error, user_type, counters)
+        SELECT r.lines[g.i], r.system_id, nm.name, r.type_code, r.entity_id, e.key, e.ids, r.cpu,
+               _measure.timestamptz_to_us(r.from_at) + (g.i - 1) * r.delta_us,
+               _measure.timestamptz_to_us(r.from_at) + g.i * r.delta_us, r.delta_us, r.error, NULL,
+               ARRAY(SELECT x FROM unnest(d.c[g.i:g.i][:]) x)
+          FROM pg_temp._import_run r
+          JOIN pg_temp._import_names nm ON nm.meas = r.meas
+          JOIN pg_temp._import_entity e ON e.entity_id = r.entity_id
+         CROSS JOIN LATERAL (SELECT r.counters || '{}'::bigint[] AS c OFFSET 0) d
+         CROSS JOIN LATERAL generate_series(1, r.n) g (i);
+        TRUNCATE pg_temp._import_run, pg_temp._import_entity, pg_temp._import_names;
+        RETURN NULL;
+    END IF;
+    -- a run of an hour the client sent in pieces (more rows than it holds at once): one run,
+    -- as the collector's rule makes it (unless that would pass a run's 32,767 intervals)
+    IF EXISTS (SELECT 1 FROM pg_temp._import_run
+                GROUP BY system_id, meas, entity_id, _measure.hour_of(from_at) HAVING count(*) > 1) THEN
+        CREATE TEMP TABLE _import_run_joined ON COMMIT DROP AS
+        WITH x AS (
+            SELECT r.*, (lag(r.from_at + r.n * r.delta_us * INTERVAL '1 microsecond') OVER w IS DISTINCT FROM r.from_at
+                         OR lag(r.delta_us) OVER w <> r.delta_us OR lag(r.cpu) OVER w <> r.cpu
+                         OR lag(r.error) OVER w <> r.error
+                         OR _measure.hour_of(lag(r.from_at) OVER w) <> _measure.hour_of(r.from_at)) AS brk
+              FROM pg_temp._import_run r
+            WINDOW w AS (PARTITION BY r.system_id, r.meas, r.entity_id ORDER BY r.from_at)),
+        g AS (
+            SELECT x.*, count(*) FILTER (WHERE x.brk) OVER (PARTITION BY x.system_id, x.meas, x.entity_id
+                                                            ORDER BY x.from_at) AS grp
+              FROM x)
+        SELECT g.system_id, min(g.type_code) AS type_code, g.meas, g.entity_id, min(g.from_at) AS from_at,
+               min(g.delta_us) AS delta_us, sum(g.n) AS n, min(g.cpu) AS cpu, min(g.error) AS error,
+               _measure.array_cat_agg(g.counters ORDER BY g.from_at) AS counters,
+               CASE WHEN count(g.nonzero) = count(*) THEN bit_or(g.nonzero) END AS nonzero,
+               _measure.array_cat_agg(g.lines ORDER BY g.from_at) AS lines
+          FROM g
+         GROUP BY g.system_id, g.meas, g.entity_id, g.grp;
+        IF NOT EXISTS (SELECT 1 FROM pg_temp._import_run_joined WHERE n > 32767) THEN
+            TRUNCATE pg_temp._import_run;
+            INSERT INTO pg_temp._import_run (system_id, type_code, meas, entity_id, from_at, delta_us, n, cpu, error,
+                                             counters, nonzero, lines)
+            SELECT system_id, type_code, meas, entity_id, from_at, delta_us, n, cpu, error, counters, nonzero, lines
+              FROM pg_temp._import_run_joined;
+        END IF;
+        DROP TABLE pg_temp._import_run_joined;
+    END IF;
+    PERFORM _measure.import_new_measurements();
+    SELECT coalesce(jsonb_agg(jsonb_build_object('system_id', system_id, 'name', name,
+                                                 'measurement_id', measurement_id, 'created', created)
+                              ORDER BY system_id, name), '[]')
+      INTO v_meas FROM pg_temp._import_meas;
+    IF p_check_only THEN
+        RETURN jsonb_build_object('rows', v_rows, 'stored', 0, 'unchanged', 0, 'duplicates', 0, 'hours', 0,
+                                  'measurements', v_meas, 'systems', to_jsonb(v_systems));
+    END IF;
+    -- new entities (when each was first seen in the file, with the CPU of that interval)
+    INSERT INTO _measure.entity (entity_id, system_id, type_code, key, ids, cpu, first_seen_at)
+    SELECT e.entity_id, e.system_id, e.type_code, e.key, e.ids, CASE WHEN f.cpu >= 0 THEN f.cpu END, f.from_at
+      FROM pg_temp._import_entity e
+      JOIN (SELECT DISTINCT ON (entity_id) entity_id, cpu, from_at FROM pg_temp._import_run
+             ORDER BY entity_id, from_at) f ON f.entity_id = e.entity_id
+     ORDER BY e.entity_id
+    ON CONFLICT DO NOTHING;
+    -- the hours written (condensed by measure.import_condense after the last file)
+    IF to_regclass('pg_temp._import_hours') IS NULL THEN
+        CREATE TEMP TABLE _import_hours (system_id smallint, hour_at timestamptz) ON COMMIT DROP;
+    END IF;
+    CREATE TEMP TABLE _import_run_hours ON COMMIT DROP AS
+    SELECT DISTINCT system_id, _measure.hour_of(from_at) AS hour_at FROM pg_temp._import_run;
+    SELECT count(*) INTO v_hours FROM pg_temp._import_run_hours;
+    INSERT INTO pg_temp._import_hours
+    SELECT system_id, hour_at FROM pg_temp._import_run_hours
+    EXCEPT SELECT system_id, hour_at FROM pg_temp._import_hours;
+    -- the runs, as the collector's writer stores them (imported: record_at 1970, each interval
+    -- closed by an interval copy)
+    PERFORM _measure.run_partitions_for(v_lo, v_last);
+    INSERT INTO _measure.interval_run (system_id, type_code, measurement_id, entity_id, record_at, from_at,
+                                       delta_us, n, closing_kind, cpu, error, counters, nonzero)
+    SELECT r.system_id, r.type_code, m.measurement_id, r.entity_id, TIMESTAMPTZ '1970-01-01 00:00:00+00',
+           r.from_at, r.delta_us, r.n, 3, r.cpu, r.error, r.counters, r.nonzero
+      FROM pg_temp._import_run r JOIN pg_temp._import_meas m ON m.meas = r.meas;
+    PERFORM _measure.note_intervals(x.system_id, x.lo, x.hi)
+       FROM (SELECT system_id, min(from_at) AS lo, max(from_at + (n - 1) * delta_us * INTERVAL '1 microsecond') AS hi
+               FROM pg_temp._import_run GROUP BY 1) x;
+    INSERT INTO _measure.pack_todo (hour_at)
+    SELECT DISTINCT hour_at FROM pg_temp._import_run_hours
+    ON CONFLICT (hour_at) DO UPDATE SET noted_at = now();
+    DROP TABLE pg_temp._import_run_hours;
+    TRUNCATE pg_temp._import_run, pg_temp._import_entity, pg_temp._import_names;
+    RETURN jsonb_build_object('rows', v_rows, 'stored', v_rows, 'unchanged', 0, 'duplicates', 0,
+                              'hours', v_hours, 'measurements', v_meas, 'systems', to_jsonb(v_systems));
+END
+$$;
+GRANT EXECUTE ON FUNCTION _measure.import_store_runs(boolean) TO measure_writer;
 
 CREATE OR REPLACE FUNCTION _measure.import_store(p_max_problems integer DEFAULT 50,
                                                  p_check_only boolean DEFAULT false)
@@ -103,11 +314,15 @@ DECLARE
     v_systems smallint[];
     v_problems jsonb;
     v_meas jsonb;
-    v_id integer;
     v_r record;
 BEGIN
     IF to_regclass('pg_temp._import_in') IS NULL THEN
         RAISE EXCEPTION 'nothing staged: call _measure.import_begin() first' USING ERRCODE = '55000';
+    END IF;
+    -- runs staged (the CLI): stored as they are when nothing needs a closer look
+    v_problems := _measure.import_store_runs(p_check_only);
+    IF v_problems IS NOT NULL THEN
+        RETURN v_problems;
     END IF;
     IF to_regclass('pg_temp._import_meas') IS NOT NULL THEN DROP TABLE pg_temp._import_meas; END IF;
     IF to_regclass('pg_temp._import_rows') IS NOT NULL THEN DROP TABLE pg_temp._import_rows; END IF;
@@ -133,17 +348,7 @@ BEGIN
            false AS created
       FROM (SELECT system_id, upper(measurement) AS name, min(line) AS first_line
               FROM pg_temp._import_in GROUP BY 1, 2) x;
-    -- new ones in the order the file names them first (an export lists its rows by time)
-    FOR v_r IN SELECT system_id, name FROM pg_temp._import_meas WHERE measurement_id IS NULL
-                ORDER BY first_line LOOP
-        INSERT INTO _measure.measurement (system_id, name, contab, source, state, state_detail)
-        VALUES (v_r.system_id, v_r.name, '{"descriptors": [], "counters": []}',
-                'measuredb import: interval records loaded from a file', 'stopped',
-                'imported interval records (never run by the collector)')
-        RETURNING measurement_id INTO v_id;
-        UPDATE pg_temp._import_meas SET measurement_id = v_id, created = true
-         WHERE system_id = v_r.system_id AND name = v_r.name;
-    END LOOP;
+    PERFORM _measure.import_new_measurements();
 
     -- the staged rows with their measurement and times; a row repeated in the file (same
     -- counter record and FROM) is kept once when it is the same, and is a bad row otherwise
