@@ -41,8 +41,9 @@ GRANT EXECUTE ON FUNCTION _measure.analysis_settings(smallint) TO measure_writer
 -- from the stored values of the same local hour 1 … N weeks before that are not holidays, and
 -- the verdict. Each learned value v, k weeks before, is taken as y = v (an item without a
 -- ratio) or y = ln(v + floor) (with one: a queue, judged by ratio), and then
---   trend     = the median of the week-over-week changes of y (per week) when y rose every
---               week learned or fell every week, with three weeks or more; else 0
+--   trend     = the mean of the week-over-week changes of y (per week) without the largest
+--               and the smallest (their median up to 3 changes, 4 weeks) when y rose every week
+--               learned or fell every week, with three weeks or more; else 0
 --   centre    = the median of y + trend x k (each week carried forward to the hour judged; an
 --               item without a ratio whose learned values are all >= 0 is not carried below 0)
 --   MAD       = the median of |y + trend x k - centre| (median absolute deviation)
@@ -85,24 +86,27 @@ SET enable_nestloop = off SET work_mem = '256MB' AS $$
                ((t.hour_at AT TIME ZONE s.time_zone) - k * INTERVAL '7 days') AT TIME ZONE s.time_zone AS learn_at
           FROM t, s, generate_series(1, s.weeks) k),
     l AS MATERIALIZED (
-        SELECT x.*, (x.y - lag(x.y) OVER w) / (lag(x.k) OVER w - x.k) AS change  -- per week, forward in time
-          FROM (SELECT lt.target, lt.k, o.entity, o.subject, o.item,
-                       CASE WHEN b.ratio IS NULL THEN o.value ELSE ln(greatest(o.value, 0) + b.floor) END AS y
-                  FROM lt JOIN _measure.hour_baseline o ON o.system_id = p_system AND o.hour_at = lt.learn_at
-                  JOIN _measure.baseline_item b ON b.entity = o.entity AND b.item = o.item
-                 WHERE NOT o.holiday) x
-        WINDOW w AS (PARTITION BY x.target, x.entity, x.subject, x.item ORDER BY x.k DESC)),
-    tr AS MATERIALIZED (
-        SELECT l.target, l.entity, l.subject, l.item, count(*)::smallint AS weeks, min(l.y) AS low,
-               CASE WHEN count(l.change) >= 2 AND (count(l.change) = count(*) FILTER (WHERE l.change > 0)
-                                                   OR count(l.change) = count(*) FILTER (WHERE l.change < 0))
-                    THEN percentile_cont(0.5) WITHIN GROUP (ORDER BY l.change) ELSE 0 END AS trend
-          FROM l GROUP BY l.target, l.entity, l.subject, l.item),
+        SELECT z.*,
+               CASE WHEN z.nc < 2 OR (z.up <> z.nc AND z.down <> z.nc) THEN 0
+                    WHEN z.nc = 2 THEN z.sc / 2
+                    ELSE (z.sc - z.mx - z.mn) / (z.nc - 2) END AS trend
+          FROM (SELECT x.*, count(x.change) OVER p AS nc, count(*) FILTER (WHERE x.change > 0) OVER p AS up,
+                       count(*) FILTER (WHERE x.change < 0) OVER p AS down, sum(x.change) OVER p AS sc,
+                       max(x.change) OVER p AS mx, min(x.change) OVER p AS mn
+                  FROM (SELECT x0.*, (x0.y - lag(x0.y) OVER w) / (lag(x0.k) OVER w - x0.k) AS change  -- per week, forward in time
+                          FROM (SELECT lt.target, lt.k, o.entity, o.subject, o.item,
+                                       CASE WHEN b.ratio IS NULL THEN o.value ELSE ln(greatest(o.value, 0) + b.floor) END AS y
+                                  FROM lt JOIN _measure.hour_baseline o ON o.system_id = p_system AND o.hour_at = lt.learn_at
+                                  JOIN _measure.baseline_item b ON b.entity = o.entity AND b.item = o.item
+                                 -- (the learned hours by the primary key: hashing the whole tier cost what the
+                                 -- history holds)
+                                 WHERE NOT o.holiday AND o.hour_at = ANY (ARRAY(SELECT lt.learn_at FROM lt))) x0
+                        WINDOW w AS (PARTITION BY x0.target, x0.entity, x0.subject, x0.item ORDER BY x0.k DESC)) x
+                WINDOW p AS (PARTITION BY x.target, x.entity, x.subject, x.item)) z),
     m AS MATERIALIZED (
-        SELECT l.target, l.entity, l.subject, l.item, tr.weeks, tr.low, tr.trend,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY l.y + tr.trend * l.k) AS centre
-          FROM l JOIN tr USING (target, entity, subject, item)
-         GROUP BY l.target, l.entity, l.subject, l.item, tr.weeks, tr.low, tr.trend),
+        SELECT l.target, l.entity, l.subject, l.item, l.trend, count(*)::smallint AS weeks, min(l.y) AS low,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY l.y + l.trend * l.k) AS centre
+          FROM l GROUP BY l.target, l.entity, l.subject, l.item, l.trend),
     d AS (
         SELECT l.target, l.entity, l.subject, l.item, m.weeks, m.low, m.centre,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(l.y + m.trend * l.k - m.centre)) AS mad
